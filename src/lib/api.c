@@ -1,0 +1,226 @@
+/*
+ * The public API (include/ubtrfs/ubtrfs.h): the one place that turns
+ * library internals into the stable interface.  Nothing else implements
+ * ubtrfs_* functions, and nothing here holds filesystem logic of its own.
+ */
+#include <ubtrfs/ubtrfs.h>
+
+#include "base/base.h"
+#include "format/format_names.h"
+#include "io/io.h"
+#include "volume/volume.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct ubtrfs_fs {
+	struct ubt_bdev **devs;
+	size_t ndev;
+	struct btrfs_super_block super;
+	int super_copy;
+	bool readonly;
+};
+
+const char *ubtrfs_version(void)
+{
+	return UBTRFS_VERSION_STRING;
+}
+
+const char *ubtrfs_strerror(int err)
+{
+	return ubt_strerror(err);
+}
+
+void ubtrfs_set_log_handler(ubtrfs_log_fn fn, void *ctx)
+{
+	ubt_log_set_handler(fn, ctx);
+}
+
+void ubtrfs_set_log_level(int max_level)
+{
+	ubt_log_set_level(max_level);
+}
+
+/* ---- dump-super -------------------------------------------------------- */
+
+struct emitter {
+	ubtrfs_write_fn write;
+	void *ctx;
+};
+
+static void emit(struct emitter *e, const char *s)
+{
+	e->write(e->ctx, s, strlen(s));
+}
+
+static int dump_one_copy(struct ubt_bdev *bd, const char *device, int copy,
+			 const struct ubtrfs_dump_super_opts *opts, struct emitter *e)
+{
+	struct btrfs_super_block sb;
+	char why[UBT_SUPER_WHY_LEN], line[512];
+	uint64_t off = btrfs_sb_offset(copy);
+	int ret;
+
+	ret = ubt_super_read_raw(bd, copy, &sb);
+	if (ret == -ENOENT) {
+		ubt_log(UBT_LOG_ERROR, "%s: superblock copy %d at %llu lies past the end of the device (%llu bytes)",
+			device, copy, (unsigned long long)off, (unsigned long long)bd->size);
+		return ret;
+	}
+	if (ret < 0) {
+		ubt_log(UBT_LOG_ERROR, "%s: cannot read superblock copy %d at %llu: %s", device,
+			copy, (unsigned long long)off, ubt_strerror(ret));
+		return ret;
+	}
+	ret = ubt_super_validate(&sb, off, why, sizeof(why));
+	if (ret) {
+		ubt_log(UBT_LOG_ERROR, "%s: superblock copy %d at %llu is invalid: %s%s", device, copy,
+			(unsigned long long)off, why, opts->force ? " (printed anyway: --force)" : "");
+		if (!opts->force)
+			return ret;
+	}
+	snprintf(line, sizeof(line), "superblock: bytenr=%llu, device=%s\n",
+		 (unsigned long long)off, device);
+	emit(e, line);
+	emit(e, "---------------------------------------------------------\n");
+	ubt_super_print(&sb, opts->full, e->write, e->ctx);
+	return ret;
+}
+
+int ubtrfs_dump_super(const char *device, const struct ubtrfs_dump_super_opts *opts,
+		      ubtrfs_write_fn write, void *ctx)
+{
+	struct emitter e = { write, ctx };
+	struct ubt_bdev *bd;
+	int ret, status = 0;
+
+	ret = ubt_bdev_open_file(device, UBT_BDEV_RDONLY, &bd);
+	if (ret) {
+		ubt_log(UBT_LOG_ERROR, "cannot open %s: %s", device, ubt_strerror(ret));
+		return ret;
+	}
+	if (!opts->all) {
+		status = dump_one_copy(bd, device, opts->copy, opts, &e);
+	} else {
+		/* As btrfs-progs: one blank line per copy slot, even for the
+		 * copies that lie past the end of the device (and do not exist). */
+		for (int copy = 0; copy < BTRFS_SUPER_MIRROR_MAX; copy++) {
+			if (btrfs_sb_offset(copy) + BTRFS_SUPER_INFO_SIZE <= bd->size) {
+				ret = dump_one_copy(bd, device, copy, opts, &e);
+				if (ret && !status)
+					status = ret;
+			}
+			emit(&e, "\n");
+		}
+	}
+	ubt_bdev_close(bd);
+	return status;
+}
+
+/* ---- open / close ------------------------------------------------------ */
+
+int ubtrfs_open(const char *const *devices, size_t ndev, unsigned flags, ubtrfs_fs **out)
+{
+	bool rw = flags & UBTRFS_OPEN_RDWR;
+	ubtrfs_fs *fs;
+	int ret;
+
+	*out = NULL;
+	if (ndev == 0)
+		return -EINVAL;
+	fs = calloc(1, sizeof(*fs));
+	if (!fs)
+		return -ENOMEM;
+	fs->devs = calloc(ndev, sizeof(*fs->devs));
+	if (!fs->devs) {
+		free(fs);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < ndev; i++) {
+		/* Devices are opened read-only until the policy allows writing. */
+		ret = ubt_bdev_open_file(devices[i], UBT_BDEV_RDONLY, &fs->devs[i]);
+		if (ret) {
+			ubt_log(UBT_LOG_ERROR, "cannot open %s: %s", devices[i], ubt_strerror(ret));
+			goto fail;
+		}
+		fs->ndev++;
+	}
+	ret = ubt_super_read_best(fs->devs[0], &fs->super, &fs->super_copy);
+	if (ret)
+		goto fail;
+	ret = ubt_super_check_features(&fs->super, rw, &ubt_feature_policy_current, devices[0]);
+	if (ret)
+		goto fail;
+	if (rw) {
+		/* Reached only once the write engine supports every feature in
+		 * use; until then ubt_super_check_features() refuses. */
+		ret = -EROFS;
+		goto fail;
+	}
+	fs->readonly = true;
+	*out = fs;
+	return 0;
+fail:
+	ubtrfs_close(fs);
+	return ret;
+}
+
+void ubtrfs_close(ubtrfs_fs *fs)
+{
+	if (!fs)
+		return;
+	for (size_t i = 0; i < fs->ndev; i++)
+		ubt_bdev_close(fs->devs[i]);
+	free(fs->devs);
+	free(fs);
+}
+
+bool ubtrfs_is_readonly(const ubtrfs_fs *fs)
+{
+	return fs->readonly;
+}
+
+/* ---- features ---------------------------------------------------------- */
+
+void ubtrfs_supported_features(struct ubtrfs_feature_report *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->known[UBTRFS_FEATURE_COMPAT] = ubt_compat_known;
+	out->known[UBTRFS_FEATURE_COMPAT_RO] = ubt_compat_ro_known;
+	out->known[UBTRFS_FEATURE_INCOMPAT] = ubt_incompat_known;
+	/* Unknown compat bits never restrict; compat_ro bits never restrict reading. */
+	out->read_supported[UBTRFS_FEATURE_COMPAT] = ~(uint64_t)0;
+	out->read_supported[UBTRFS_FEATURE_COMPAT_RO] = ~(uint64_t)0;
+	out->read_supported[UBTRFS_FEATURE_INCOMPAT] = ubt_feature_policy_current.incompat_read;
+	out->write_supported[UBTRFS_FEATURE_COMPAT] = ~(uint64_t)0;
+	out->write_supported[UBTRFS_FEATURE_COMPAT_RO] = ubt_feature_policy_current.compat_ro_write;
+	out->write_supported[UBTRFS_FEATURE_INCOMPAT] = ubt_feature_policy_current.incompat_write;
+}
+
+void ubtrfs_features(const ubtrfs_fs *fs, struct ubtrfs_feature_report *out)
+{
+	ubtrfs_supported_features(out);
+	out->used[UBTRFS_FEATURE_COMPAT] = btrfs_super_compat_flags(&fs->super);
+	out->used[UBTRFS_FEATURE_COMPAT_RO] = btrfs_super_compat_ro_flags(&fs->super);
+	out->used[UBTRFS_FEATURE_INCOMPAT] = btrfs_super_incompat_flags(&fs->super);
+}
+
+const char *ubtrfs_feature_name(enum ubtrfs_feature_class cls, unsigned bit)
+{
+	const struct btrfs_flag_table *table;
+
+	if (bit >= 64)
+		return NULL;
+	switch (cls) {
+	case UBTRFS_FEATURE_COMPAT_RO:
+		table = &btrfs_compat_ro_flag_table;
+		break;
+	case UBTRFS_FEATURE_INCOMPAT:
+		table = &btrfs_incompat_flag_table;
+		break;
+	default:
+		return NULL;
+	}
+	return ubt_feature_bit_name(table, (uint64_t)1 << bit);
+}

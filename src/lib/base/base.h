@@ -1,0 +1,111 @@
+/*
+ * base layer: errors, logging, checksums and hashes.
+ *
+ * The bottom of libubtrfs (format sits beside it and needs nothing).  Nothing
+ * here knows about btrfs trees; every other layer may include this header.
+ *
+ * Conventions kept throughout the library:
+ *   - functions return 0 or a negative errno; results go through out-params;
+ *   - corruption is reported with UBT_CORRUPT(), which logs where it was found
+ *     and evaluates to -EUCLEAN; it is never an assert();
+ *   - the library never writes to stdout and never calls exit().
+ */
+#ifndef UBTRFS_BASE_H
+#define UBTRFS_BASE_H
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* EUCLEAN ("structure needs cleaning") is Linux-only; keep the value portable. */
+#ifndef EUCLEAN
+#define EUCLEAN 117
+#endif
+
+#define UBT_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define UBT_MIN(a, b) ((a) < (b) ? (a) : (b))
+#define UBT_MAX(a, b) ((a) > (b) ? (a) : (b))
+#define UBT_IS_POW2(x) ((x) != 0 && (((x) & ((x) - 1)) == 0))
+#define UBT_IS_ALIGNED(x, a) (((x) & ((a) - 1)) == 0)
+
+#if defined(__GNUC__)
+#define UBT_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define UBT_PRINTF(f, a)
+#endif
+
+/* ---- logging ---------------------------------------------------------- */
+
+enum ubt_log_level {
+	UBT_LOG_ERROR = 0,
+	UBT_LOG_WARNING = 1,
+	UBT_LOG_INFO = 2,
+	UBT_LOG_DEBUG = 3,
+};
+
+typedef void (*ubt_log_fn)(void *ctx, int level, const char *msg);
+
+/* Route library messages; NULL restores the default (stderr, "ubtrfs: "). */
+void ubt_log_set_handler(ubt_log_fn fn, void *ctx);
+void ubt_log_set_level(int max_level);
+void ubt_log(int level, const char *fmt, ...) UBT_PRINTF(2, 3);
+void ubt_logv(int level, const char *fmt, va_list ap);
+
+/*
+ * Report corruption found at byte address `where` (a logical address, a device
+ * offset or 0 when there is none) and evaluate to -EUCLEAN.  The message names
+ * the source line so a report can be traced to the check that failed.
+ */
+int ubt_corrupt_at(const char *file, int line, uint64_t where, const char *fmt, ...)
+	UBT_PRINTF(4, 5);
+#define UBT_CORRUPT(where, ...) ubt_corrupt_at(__FILE__, __LINE__, (where), __VA_ARGS__)
+
+/* strerror for our negative errnos, thread-safe, never NULL. */
+const char *ubt_strerror(int err);
+
+/* ---- crc32c ----------------------------------------------------------- */
+
+/*
+ * Raw CRC-32C (Castagnoli, reflected polynomial 0x82F63B78) update: no pre- or
+ * post-inversion, exactly like the kernel's crc32c(seed, data, len).  btrfs
+ * block checksums are ~ubt_crc32c(~0, data, len); names hash with seed ~1.
+ * Uses SSE4.2 or ARMv8 CRC instructions when the CPU has them.
+ */
+uint32_t ubt_crc32c(uint32_t crc, const void *data, size_t len);
+/* The portable table implementation, for tests and odd CPUs. */
+uint32_t ubt_crc32c_sw(uint32_t crc, const void *data, size_t len);
+/* Name of the implementation ubt_crc32c() dispatches to ("sse4.2", ...). */
+const char *ubt_crc32c_impl(void);
+
+/* ---- checksum interface ---------------------------------------------- */
+
+#define UBT_CSUM_MAX 32
+
+/* On-disk csum_type values (btrfs superblock). */
+enum ubt_csum_type {
+	UBT_CSUM_CRC32C = 0,
+	UBT_CSUM_XXHASH64 = 1,
+	UBT_CSUM_SHA256 = 2,
+	UBT_CSUM_BLAKE2B = 3,
+};
+
+/* Bytes of checksum the type stores (4, 8, 32, 32), 0 for unknown types. */
+size_t ubt_csum_size(unsigned type);
+/* The name btrfs-progs prints ("crc32c", "xxhash64", "sha256", "blake2b"). */
+const char *ubt_csum_name(unsigned type);
+/*
+ * Compute the checksum of `len` bytes into out[UBT_CSUM_MAX]: the first
+ * ubt_csum_size(type) bytes are the on-disk checksum, the rest are zeroed.
+ * Returns 0 or -EINVAL for an unknown type, -ENOMEM if a crypto library fails.
+ */
+int ubt_csum(unsigned type, const void *data, size_t len, uint8_t out[UBT_CSUM_MAX]);
+
+/* ---- btrfs name hashes ------------------------------------------------ */
+
+/* DIR_ITEM key offset and xattr key offset: crc32c(~1, name). */
+uint64_t ubt_name_hash(const void *name, size_t len);
+/* INODE_EXTREF key offset: crc32c(parent_objectid, name), 64-bit result. */
+uint64_t ubt_extref_hash(uint64_t parent_ino, const void *name, size_t len);
+
+#endif /* UBTRFS_BASE_H */

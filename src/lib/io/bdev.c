@@ -1,0 +1,239 @@
+/*
+ * io layer: the generic block-device entry points and the two basic
+ * implementations, a file (regular file or block device, pread/pwrite) and a
+ * memory buffer.  Range checks live here, once, so implementations see only
+ * in-bounds requests.
+ */
+#include "io.h"
+
+#include "base/base.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static bool range_ok(const struct ubt_bdev *bd, size_t len, uint64_t off)
+{
+	return off <= bd->size && len <= bd->size - off;
+}
+
+int ubt_bdev_read(struct ubt_bdev *bd, void *buf, size_t len, uint64_t off)
+{
+	if (!range_ok(bd, len, off))
+		return -EIO;
+	return bd->ops->read(bd, buf, len, off);
+}
+
+int ubt_bdev_write(struct ubt_bdev *bd, const void *buf, size_t len, uint64_t off)
+{
+	if (bd->readonly)
+		return -EROFS;
+	if (!range_ok(bd, len, off))
+		return -EIO;
+	return bd->ops->write(bd, buf, len, off);
+}
+
+int ubt_bdev_flush(struct ubt_bdev *bd)
+{
+	if (bd->readonly)
+		return 0;
+	return bd->ops->flush(bd);
+}
+
+void ubt_bdev_close(struct ubt_bdev *bd)
+{
+	if (!bd)
+		return;
+	bd->ops->destroy(bd);
+	free(bd->name);
+	free(bd);
+}
+
+/* ---- file ------------------------------------------------------------- */
+
+struct file_priv {
+	int fd;
+};
+
+static int file_read(struct ubt_bdev *bd, void *buf, size_t len, uint64_t off)
+{
+	struct file_priv *fp = bd->priv;
+	uint8_t *p = buf;
+
+	while (len) {
+		ssize_t n = pread(fp->fd, p, len, (off_t)off);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (n == 0)
+			return -EIO;	/* device shrank under us */
+		p += n;
+		len -= (size_t)n;
+		off += (uint64_t)n;
+	}
+	return 0;
+}
+
+static int file_write(struct ubt_bdev *bd, const void *buf, size_t len, uint64_t off)
+{
+	struct file_priv *fp = bd->priv;
+	const uint8_t *p = buf;
+
+	while (len) {
+		ssize_t n = pwrite(fp->fd, p, len, (off_t)off);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += n;
+		len -= (size_t)n;
+		off += (uint64_t)n;
+	}
+	return 0;
+}
+
+static int file_flush(struct ubt_bdev *bd)
+{
+	struct file_priv *fp = bd->priv;
+
+	if (fsync(fp->fd) < 0)
+		return -errno;
+	return 0;
+}
+
+static void file_destroy(struct ubt_bdev *bd)
+{
+	struct file_priv *fp = bd->priv;
+
+	close(fp->fd);
+	free(fp);
+}
+
+static const struct ubt_bdev_ops file_ops = {
+	.read = file_read,
+	.write = file_write,
+	.flush = file_flush,
+	.destroy = file_destroy,
+};
+
+int ubt_bdev_open_file(const char *path, unsigned flags, struct ubt_bdev **out)
+{
+	bool ro = flags & UBT_BDEV_RDONLY;
+	struct ubt_bdev *bd = NULL;
+	struct file_priv *fp = NULL;
+	struct stat st;
+	int fd, ret;
+
+	*out = NULL;
+	fd = open(path, (ro ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &st) < 0) {
+		ret = -errno;
+		goto fail;
+	}
+	if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode) && !S_ISCHR(st.st_mode)) {
+		ret = -ENODEV;
+		goto fail;
+	}
+	/* lseek(SEEK_END) gives the size of regular files and of block
+	 * devices on Linux and the BSDs alike. */
+	off_t end = lseek(fd, 0, SEEK_END);
+	if (end < 0) {
+		ret = -errno;
+		goto fail;
+	}
+	bd = calloc(1, sizeof(*bd));
+	fp = calloc(1, sizeof(*fp));
+	if (!bd || !fp || !(bd->name = strdup(path))) {
+		ret = -ENOMEM;
+		goto fail;
+	}
+	fp->fd = fd;
+	bd->ops = &file_ops;
+	bd->size = (uint64_t)end;
+	bd->readonly = ro;
+	bd->priv = fp;
+	*out = bd;
+	return 0;
+fail:
+	if (bd)
+		free(bd->name);
+	free(bd);
+	free(fp);
+	close(fd);
+	return ret;
+}
+
+/* ---- memory ----------------------------------------------------------- */
+
+static int mem_read(struct ubt_bdev *bd, void *buf, size_t len, uint64_t off)
+{
+	memcpy(buf, (uint8_t *)bd->priv + off, len);
+	return 0;
+}
+
+static int mem_write(struct ubt_bdev *bd, const void *buf, size_t len, uint64_t off)
+{
+	memcpy((uint8_t *)bd->priv + off, buf, len);
+	return 0;
+}
+
+static int mem_flush(struct ubt_bdev *bd)
+{
+	(void)bd;
+	return 0;
+}
+
+static void mem_destroy(struct ubt_bdev *bd)
+{
+	free(bd->priv);
+}
+
+static const struct ubt_bdev_ops mem_ops = {
+	.read = mem_read,
+	.write = mem_write,
+	.flush = mem_flush,
+	.destroy = mem_destroy,
+};
+
+int ubt_bdev_open_memory(uint64_t size, const void *init, size_t init_len, unsigned flags,
+			 struct ubt_bdev **out)
+{
+	struct ubt_bdev *bd;
+
+	*out = NULL;
+	if (init && init_len > size)
+		return -EINVAL;
+	if (size > SIZE_MAX)
+		return -ENOMEM;
+	bd = calloc(1, sizeof(*bd));
+	if (!bd)
+		return -ENOMEM;
+	bd->priv = calloc(1, (size_t)size ? (size_t)size : 1);
+	bd->name = strdup("memory");
+	if (!bd->priv || !bd->name) {
+		free(bd->priv);
+		free(bd->name);
+		free(bd);
+		return -ENOMEM;
+	}
+	if (init)
+		memcpy(bd->priv, init, init_len);
+	bd->ops = &mem_ops;
+	bd->size = size;
+	bd->readonly = flags & UBT_BDEV_RDONLY;
+	*out = bd;
+	return 0;
+}
+
+uint8_t *ubt_bdev_memory_data(struct ubt_bdev *bd)
+{
+	return bd->ops == &mem_ops ? bd->priv : NULL;
+}

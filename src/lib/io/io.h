@@ -1,0 +1,60 @@
+/*
+ * io layer: block devices behind an operations table.
+ *
+ * Everything above reads and writes devices only through struct ubt_bdev, so
+ * tests substitute a memory device (no root, no files) and, later, devices
+ * that inject faults or log every write and flush for crash tests.
+ *
+ * Contract of every implementation:
+ *   - read/write transfer exactly `len` bytes at byte offset `off` or fail;
+ *     a range past the end of the device is -EIO (never a short transfer);
+ *   - write on a read-only device is -EROFS and changes nothing;
+ *   - flush returns once every completed write is durable;
+ *   - implementations are safe for concurrent reads from several threads.
+ */
+#ifndef UBTRFS_IO_H
+#define UBTRFS_IO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct ubt_bdev;
+
+struct ubt_bdev_ops {
+	int (*read)(struct ubt_bdev *bd, void *buf, size_t len, uint64_t off);
+	int (*write)(struct ubt_bdev *bd, const void *buf, size_t len, uint64_t off);
+	int (*flush)(struct ubt_bdev *bd);
+	void (*destroy)(struct ubt_bdev *bd);
+};
+
+struct ubt_bdev {
+	const struct ubt_bdev_ops *ops;
+	uint64_t size;		/* bytes */
+	bool readonly;
+	char *name;		/* path or description, for messages */
+	void *priv;
+};
+
+enum {
+	UBT_BDEV_RDONLY = 1 << 0,
+};
+
+/* Open a regular file or block device.  -errno on failure. */
+int ubt_bdev_open_file(const char *path, unsigned flags, struct ubt_bdev **out);
+
+/*
+ * A device in memory of `size` bytes, zero-filled, or a copy of `init`
+ * (init_len <= size) when init is non-NULL.  For tests.
+ */
+int ubt_bdev_open_memory(uint64_t size, const void *init, size_t init_len, unsigned flags,
+			 struct ubt_bdev **out);
+/* Direct access to a memory device's bytes (NULL for other kinds). */
+uint8_t *ubt_bdev_memory_data(struct ubt_bdev *bd);
+
+int ubt_bdev_read(struct ubt_bdev *bd, void *buf, size_t len, uint64_t off);
+int ubt_bdev_write(struct ubt_bdev *bd, const void *buf, size_t len, uint64_t off);
+int ubt_bdev_flush(struct ubt_bdev *bd);
+void ubt_bdev_close(struct ubt_bdev *bd);
+
+#endif /* UBTRFS_IO_H */
