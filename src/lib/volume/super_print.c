@@ -58,108 +58,14 @@ static const char *dump_csum_name(unsigned type)
 	return type < UBT_ARRAY_SIZE(names) ? names[type] : NULL;
 }
 
-struct flag_entry {
-	uint64_t bit;
-	const char *name;
-};
-
-/* Flags dump-super names, in its order; bits outside `known` are "unknown". */
-static const struct flag_entry super_flags[] = {
-	{ BTRFS_HEADER_FLAG_WRITTEN, "WRITTEN" },
-	{ BTRFS_HEADER_FLAG_RELOC, "RELOC" },
-	{ BTRFS_SUPER_FLAG_CHANGING_FSID, "CHANGING_FSID" },
-	{ BTRFS_SUPER_FLAG_CHANGING_FSID_V2, "CHANGING_FSID_V2" },
-	{ BTRFS_SUPER_FLAG_SEEDING, "SEEDING" },
-	{ BTRFS_SUPER_FLAG_METADUMP, "METADUMP" },
-	{ BTRFS_SUPER_FLAG_METADUMP_V2, "METADUMP_V2" },
-	{ BTRFS_SUPER_FLAG_CHANGING_BG_TREE, "CHANGING_BG_TREE" },
-	{ 0, NULL },
-};
-
-static const struct flag_entry compat_ro_flags[] = {
-	{ BTRFS_FEATURE_COMPAT_RO_FREE_SPACE_TREE, "FREE_SPACE_TREE" },
-	{ BTRFS_FEATURE_COMPAT_RO_FREE_SPACE_TREE_VALID, "FREE_SPACE_TREE_VALID" },
-	{ BTRFS_FEATURE_COMPAT_RO_VERITY, "VERITY" },
-	{ BTRFS_FEATURE_COMPAT_RO_BLOCK_GROUP_TREE, "BLOCK_GROUP_TREE" },
-	{ 0, NULL },
-};
-
-static const struct flag_entry incompat_flags[] = {
-	{ BTRFS_FEATURE_INCOMPAT_MIXED_BACKREF, "MIXED_BACKREF" },
-	{ BTRFS_FEATURE_INCOMPAT_DEFAULT_SUBVOL, "DEFAULT_SUBVOL" },
-	{ BTRFS_FEATURE_INCOMPAT_MIXED_GROUPS, "MIXED_GROUPS" },
-	{ BTRFS_FEATURE_INCOMPAT_COMPRESS_LZO, "COMPRESS_LZO" },
-	{ BTRFS_FEATURE_INCOMPAT_COMPRESS_ZSTD, "COMPRESS_ZSTD" },
-	{ BTRFS_FEATURE_INCOMPAT_BIG_METADATA, "BIG_METADATA" },
-	{ BTRFS_FEATURE_INCOMPAT_EXTENDED_IREF, "EXTENDED_IREF" },
-	{ BTRFS_FEATURE_INCOMPAT_RAID56, "RAID56" },
-	{ BTRFS_FEATURE_INCOMPAT_SKINNY_METADATA, "SKINNY_METADATA" },
-	{ BTRFS_FEATURE_INCOMPAT_NO_HOLES, "NO_HOLES" },
-	{ BTRFS_FEATURE_INCOMPAT_METADATA_UUID, "METADATA_UUID" },
-	{ BTRFS_FEATURE_INCOMPAT_RAID1C34, "RAID1C34" },
-	{ BTRFS_FEATURE_INCOMPAT_ZONED, "ZONED" },
-	{ BTRFS_FEATURE_INCOMPAT_EXTENT_TREE_V2, "EXTENT_TREE_V2" },
-	{ 0, NULL },
-};
-
-static void print_flag_list(struct out *o, uint64_t flags, const struct flag_entry *table)
+/* Print the decoded flag list under a flags line (progs 6.2 wording). */
+static void print_flag_list(struct out *o, uint64_t flags, const struct btrfs_flag_table *t)
 {
-	uint64_t known = 0;
-	bool first = true;
+	char buf[1024];
+	size_t n = btrfs_flag_list_str(flags, t, buf, sizeof(buf));
 
-	if (!flags)
-		return;
-	pr(o, "\t\t\t( ");
-	for (const struct flag_entry *e = table; e->name; e++) {
-		known |= e->bit;
-		if (!(flags & e->bit))
-			continue;
-		pr(o, first ? "%s " : "|\n\t\t\t  %s ", e->name);
-		first = false;
-	}
-	if (flags & ~known)
-		pr(o, first ? "unknown flag: 0x%" PRIx64 " " : "|\n\t\t\t  unknown flag: 0x%" PRIx64 " ",
-		   flags & ~known);
-	pr(o, ")\n");
-}
-
-/* Chunk type as dump-super/dump-tree print it: "SYSTEM|DUP", "DATA|single". */
-static void chunk_type_str(uint64_t flags, char *buf, size_t len)
-{
-	static const struct flag_entry kinds[] = {
-		{ BTRFS_BLOCK_GROUP_DATA, "DATA" },
-		{ BTRFS_BLOCK_GROUP_SYSTEM, "SYSTEM" },
-		{ BTRFS_BLOCK_GROUP_METADATA, "METADATA" },
-		{ 0, NULL },
-	};
-	static const struct flag_entry profiles[] = {
-		{ BTRFS_BLOCK_GROUP_RAID0, "RAID0" },
-		{ BTRFS_BLOCK_GROUP_RAID1, "RAID1" },
-		{ BTRFS_BLOCK_GROUP_DUP, "DUP" },
-		{ BTRFS_BLOCK_GROUP_RAID10, "RAID10" },
-		{ BTRFS_BLOCK_GROUP_RAID5, "RAID5" },
-		{ BTRFS_BLOCK_GROUP_RAID6, "RAID6" },
-		{ BTRFS_BLOCK_GROUP_RAID1C3, "RAID1C3" },
-		{ BTRFS_BLOCK_GROUP_RAID1C4, "RAID1C4" },
-		{ 0, NULL },
-	};
-	size_t used = 0;
-	bool any_profile = false;
-
-	buf[0] = 0;
-	for (const struct flag_entry *e = kinds; e->name; e++)
-		if (flags & e->bit)
-			used += (size_t)snprintf(buf + used, used < len ? len - used : 0, "%s%s",
-						 used ? "|" : "", e->name);
-	for (const struct flag_entry *e = profiles; e->name; e++) {
-		if (flags & e->bit) {
-			used += (size_t)snprintf(buf + used, used < len ? len - used : 0, "%s%s",
-						 used ? "|" : "", e->name);
-			any_profile = true;
-		}
-	}
-	if (!any_profile && used < len)
-		snprintf(buf + used, len - used, "%ssingle", used ? "|" : "");
+	if (n)
+		o->write(o->ctx, buf, n < sizeof(buf) ? n : sizeof(buf) - 1);
 }
 
 static void print_sys_chunk_array(struct out *o, const struct btrfs_super_block *sb)
@@ -208,7 +114,7 @@ static void print_sys_chunk_array(struct out *o, const struct btrfs_super_block 
 		if (off + need > size)
 			goto short_read;
 		char type[96];
-		chunk_type_str(btrfs_chunk_type(c), type, sizeof(type));
+		btrfs_bg_flags_str(btrfs_chunk_type(c), type, sizeof(type));
 		pr(o, "\t\tlength %" PRIu64 " owner %" PRIu64 " stripe_len %" PRIu64 " type %s\n",
 		   btrfs_chunk_length(c), btrfs_chunk_owner(c), btrfs_chunk_stripe_len(c), type);
 		pr(o, "\t\tio_align %u io_width %u sector_size %u\n", btrfs_chunk_io_align(c),
@@ -283,7 +189,7 @@ void ubt_super_print(const struct btrfs_super_block *sb, bool full, ubt_write_fn
 		      : ubt_super_csum_matches(sb) ? "[match]" : "[DON'T MATCH]");
 	pr(&o, "bytenr\t\t\t%" PRIu64 "\n", btrfs_super_bytenr(sb));
 	pr(&o, "flags\t\t\t0x%" PRIx64 "\n", btrfs_super_flags(sb));
-	print_flag_list(&o, btrfs_super_flags(sb), super_flags);
+	print_flag_list(&o, btrfs_super_flags(sb), &btrfs_super_flag_table);
 
 	const uint8_t *magic = (const uint8_t *)&sb->magic;
 	char m[9];
@@ -325,9 +231,9 @@ void ubt_super_print(const struct btrfs_super_block *sb, bool full, ubt_write_fn
 	pr(&o, "num_devices\t\t%" PRIu64 "\n", btrfs_super_num_devices(sb));
 	pr(&o, "compat_flags\t\t0x%" PRIx64 "\n", btrfs_super_compat_flags(sb));
 	pr(&o, "compat_ro_flags\t\t0x%" PRIx64 "\n", btrfs_super_compat_ro_flags(sb));
-	print_flag_list(&o, btrfs_super_compat_ro_flags(sb), compat_ro_flags);
+	print_flag_list(&o, btrfs_super_compat_ro_flags(sb), &btrfs_compat_ro_flag_table);
 	pr(&o, "incompat_flags\t\t0x%" PRIx64 "\n", btrfs_super_incompat_flags(sb));
-	print_flag_list(&o, btrfs_super_incompat_flags(sb), incompat_flags);
+	print_flag_list(&o, btrfs_super_incompat_flags(sb), &btrfs_incompat_flag_table);
 	pr(&o, "cache_generation\t%" PRIu64 "\n", btrfs_super_cache_generation(sb));
 	pr(&o, "uuid_tree_generation\t%" PRIu64 "\n", btrfs_super_uuid_tree_generation(sb));
 
