@@ -100,8 +100,14 @@ int ubtrfs_dump_super(const char *device, const struct ubtrfs_dump_super_opts *o
 		ubt_log(UBT_LOG_ERROR, "cannot open %s: %s", device, ubt_strerror(ret));
 		return ret;
 	}
-	if (!opts->all) {
+	if (bd->size < btrfs_sb_offset(0) + BTRFS_SUPER_INFO_SIZE) {
+		ubt_log(UBT_LOG_ERROR, "%s: device of %llu bytes is too small to hold a btrfs superblock",
+			device, (unsigned long long)bd->size);
+		status = -EUCLEAN;
+	} else if (!opts->all) {
 		status = dump_one_copy(bd, device, opts->copy, opts, &e);
+		if (status == 0 || opts->force)
+			emit(&e, "\n");
 	} else {
 		/* As btrfs-progs: one blank line per copy slot, even for the
 		 * copies that lie past the end of the device (and do not exist). */

@@ -89,12 +89,9 @@ static void print_sys_chunk_array(struct out *o, const struct btrfs_super_block 
 			goto short_read;
 		btrfs_disk_key_to_cpu(&key, (const struct btrfs_disk_key *)(arr + off));
 		off += need;
-		if (key.type == BTRFS_CHUNK_ITEM_KEY && key.objectid == BTRFS_FIRST_CHUNK_TREE_OBJECTID)
-			pr(o, "\titem %d key (FIRST_CHUNK_TREE CHUNK_ITEM %" PRIu64 ")\n", item,
-			   key.offset);
-		else
-			pr(o, "\titem %d key (%" PRIu64 " %u %" PRIu64 ")\n", item, key.objectid,
-			   key.type, key.offset);
+		char kbuf[160];
+		btrfs_key_str(&key, kbuf, sizeof(kbuf));
+		pr(o, "\titem %d %s\n", item, kbuf);
 		if (key.type != BTRFS_CHUNK_ITEM_KEY) {
 			ubt_log(UBT_LOG_ERROR, "unexpected item type %u in sys_array at offset %u",
 				key.type, off - need);
