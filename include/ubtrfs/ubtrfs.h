@@ -17,6 +17,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -69,19 +70,137 @@ typedef struct ubtrfs_fs ubtrfs_fs;
 
 enum ubtrfs_open_flags {
 	UBTRFS_OPEN_RDWR = 1 << 0,	/* default is read-only */
+	UBTRFS_OPEN_DEGRADED = 1 << 1,	/* allow missing devices where profiles allow */
+	UBTRFS_OPEN_NOLOGREPLAY = 1 << 2, /* open despite a dirty fsync log, ignoring it */
 };
 
 /*
- * Open the filesystem on `ndev` devices (image files or block devices).  The
- * newest valid superblock copy is used.  Feature policy, as ext2/3/4 do it:
- * an incompat feature we do not support refuses the open (-EOPNOTSUPP); a
- * compat_ro feature we do not support refuses read-write (-EROFS) but opens
- * read-only.  The log says which feature.
+ * Open the filesystem on `ndev` devices (image files or block devices): the
+ * devices are matched by fsid, the newest superblock is used, the chunk and
+ * root trees are loaded.  Feature policy, as ext2/3/4 do it: an incompat
+ * feature we do not support refuses the open (-EOPNOTSUPP); a compat_ro
+ * feature we cannot write refuses read-write (-EROFS) but opens read-only.
+ * `cache_bytes` bounds the tree-block cache (0: 64 MiB).  The log says why
+ * an open failed.
  */
 UBTRFS_API int ubtrfs_open(const char *const *devices, size_t ndev, unsigned flags,
 			   ubtrfs_fs **out);
+UBTRFS_API int ubtrfs_open_cache(const char *const *devices, size_t ndev, unsigned flags,
+				 uint64_t cache_bytes, ubtrfs_fs **out);
 UBTRFS_API void ubtrfs_close(ubtrfs_fs *fs);
 UBTRFS_API bool ubtrfs_is_readonly(const ubtrfs_fs *fs);
+
+/* An inode: the subvolume (tree id) and the inode number inside it. */
+typedef struct ubtrfs_ino {
+	uint64_t subvol;
+	uint64_t ino;
+} ubtrfs_ino;
+
+struct ubtrfs_time {
+	int64_t sec;
+	uint32_t nsec;
+};
+
+struct ubtrfs_stat {
+	ubtrfs_ino id;
+	uint32_t mode, nlink, uid, gid;
+	uint32_t rdev_major, rdev_minor;
+	uint64_t size;
+	uint64_t blocks;		/* 512-byte units, as st_blocks */
+	uint32_t blksize;
+	uint64_t generation, flags;	/* btrfs inode generation and flags */
+	struct ubtrfs_time atime, mtime, ctime, otime;
+};
+
+/* The default subvolume's id (5 unless `btrfs subvolume set-default`). */
+UBTRFS_API uint64_t ubtrfs_default_subvol(ubtrfs_fs *fs);
+/* Root directory of subvolume `subvol`. -ENOENT if it does not exist. */
+UBTRFS_API int ubtrfs_subvol_root(ubtrfs_fs *fs, uint64_t subvol, ubtrfs_ino *out);
+/* Resolve a path ('/'-separated, from `start`, crossing subvolumes). */
+UBTRFS_API int ubtrfs_resolve(ubtrfs_fs *fs, ubtrfs_ino start, const char *path,
+			      struct ubtrfs_stat *out);
+UBTRFS_API int ubtrfs_stat(ubtrfs_fs *fs, ubtrfs_ino id, struct ubtrfs_stat *out);
+UBTRFS_API int ubtrfs_lookup(ubtrfs_fs *fs, ubtrfs_ino dir, const char *name,
+			     struct ubtrfs_stat *out);
+
+struct ubtrfs_dirent {
+	uint64_t offset;	/* pass offset to resume after this entry */
+	ubtrfs_ino id;		/* the entry's inode (subvolume crossings resolved) */
+	uint32_t dtype;		/* DT_* */
+	const char *name;
+	size_t name_len;
+};
+/* Entries with offset > `offset` (0: from the start), in the stable btrfs
+ * DIR_INDEX order; "." and ".." are not included.  fn returns non-zero to
+ * stop, and that value is returned. */
+UBTRFS_API int ubtrfs_readdir(ubtrfs_fs *fs, ubtrfs_ino dir, uint64_t offset,
+			      int (*fn)(void *ctx, const struct ubtrfs_dirent *e), void *ctx);
+/* The parent directory of `dir` (for ".."); a subvolume root's parent is the
+ * directory it is mounted in.  The top-level root is its own parent. */
+UBTRFS_API int ubtrfs_parent(ubtrfs_fs *fs, ubtrfs_ino dir, ubtrfs_ino *out);
+
+/* File data; returns bytes read (0 at EOF) or -errno (-EIO: checksum). */
+UBTRFS_API ssize_t ubtrfs_read(ubtrfs_fs *fs, ubtrfs_ino id, void *buf, size_t len, uint64_t off);
+/* Symlink target, NUL-terminated; returns its length or -errno. */
+UBTRFS_API ssize_t ubtrfs_readlink(ubtrfs_fs *fs, ubtrfs_ino id, char *buf, size_t size);
+/* As listxattr(2)/getxattr(2): size 0 asks for the size needed. */
+UBTRFS_API ssize_t ubtrfs_listxattr(ubtrfs_fs *fs, ubtrfs_ino id, char *buf, size_t size);
+UBTRFS_API ssize_t ubtrfs_getxattr(ubtrfs_fs *fs, ubtrfs_ino id, const char *name, void *buf,
+				   size_t size);
+/* Ranges of a file that hold data (not holes or preallocated space). */
+UBTRFS_API int ubtrfs_data_ranges(ubtrfs_fs *fs, ubtrfs_ino id,
+				  int (*fn)(void *ctx, uint64_t off, uint64_t len), void *ctx);
+
+struct ubtrfs_statfs {
+	uint32_t bsize;
+	uint64_t blocks, bfree, bavail;	/* in bsize units */
+	uint64_t files, ffree;
+	uint32_t namelen;
+};
+UBTRFS_API int ubtrfs_statfs(ubtrfs_fs *fs, struct ubtrfs_statfs *out);
+
+struct ubtrfs_subvol_info {
+	uint64_t id, parent_id, dirid, generation, ctransid, otransid;
+	uint64_t flags;			/* 1: read-only */
+	const char *path;		/* from the top level, e.g. "a/b/snap" */
+	uint8_t uuid[16], parent_uuid[16], received_uuid[16];
+	struct ubtrfs_time otime;
+};
+/* Every subvolume except the top level, ordered by id. */
+UBTRFS_API int ubtrfs_subvol_list(ubtrfs_fs *fs,
+				  int (*fn)(void *ctx, const struct ubtrfs_subvol_info *i),
+				  void *ctx);
+
+struct ubtrfs_device_info {
+	uint64_t devid, total_bytes, bytes_used;
+	const char *path;		/* NULL when missing */
+	uint8_t uuid[16];
+};
+struct ubtrfs_fs_info {
+	char label[257];
+	uint8_t fsid[16];
+	uint64_t total_bytes, bytes_used, generation, num_devices;
+	uint32_t sectorsize, nodesize;
+	const char *csum_name;
+};
+UBTRFS_API int ubtrfs_get_info(ubtrfs_fs *fs, struct ubtrfs_fs_info *out);
+UBTRFS_API int ubtrfs_devices(ubtrfs_fs *fs,
+			      int (*fn)(void *ctx, const struct ubtrfs_device_info *d), void *ctx);
+
+struct ubtrfs_space_info {
+	uint64_t flags;			/* block group type and profile bits */
+	const char *type;		/* "Data", "Metadata", "System", "Data+Metadata" */
+	const char *profile;		/* "single", "DUP", "RAID1", ... */
+	uint64_t total, used;		/* bytes of usable space */
+};
+/* One call per (type, profile), like `btrfs filesystem df`. */
+UBTRFS_API int ubtrfs_space(ubtrfs_fs *fs,
+			    int (*fn)(void *ctx, const struct ubtrfs_space_info *s), void *ctx);
+
+/* Print trees as `btrfs inspect-internal dump-tree`: tree_id 0 prints every
+ * tree; bytenr != 0 prints that block only. */
+UBTRFS_API int ubtrfs_dump_tree(ubtrfs_fs *fs, uint64_t tree_id, uint64_t bytenr,
+				ubtrfs_write_fn write, void *ctx);
 
 enum ubtrfs_feature_class {
 	UBTRFS_FEATURE_COMPAT = 0,

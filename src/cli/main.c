@@ -26,7 +26,37 @@ static const char inspect_usage[] =
 	"\n"
 	"Inspect the internals of a btrfs filesystem (alias: inspect-internal).\n";
 
+static const struct cli_cmd subvolume_commands[] = {
+	{ "list", NULL, "list subvolumes and snapshots", cmd_subvolume_list_usage,
+	  cmd_subvolume_list, NULL },
+	{ NULL, NULL, NULL, NULL, NULL, NULL },
+};
+
+static const char subvolume_usage[] =
+	"usage: ubtrfs subvolume <command> [options]\n"
+	"\n"
+	"Subvolumes and snapshots of an unmounted filesystem.\n";
+
+static const struct cli_cmd filesystem_commands[] = {
+	{ "show", NULL, "label, uuid and devices", cmd_filesystem_show_usage, cmd_filesystem_show,
+	  NULL },
+	{ "df", NULL, "space per block group type and profile", cmd_filesystem_df_usage,
+	  cmd_filesystem_df, NULL },
+	{ NULL, NULL, NULL, NULL, NULL, NULL },
+};
+
+static const char filesystem_usage[] =
+	"usage: ubtrfs filesystem <command> [options]\n"
+	"\n"
+	"Whole-filesystem information of an unmounted filesystem.\n";
+
 static const struct cli_cmd top_commands[] = {
+	{ "mount", NULL, "mount through FUSE (read-only)", cmd_mount_usage, cmd_mount, NULL },
+	{ "ls", NULL, "list a directory of an unmounted filesystem", cmd_ls_usage, cmd_ls, NULL },
+	{ "cat", NULL, "print a file of an unmounted filesystem", cmd_cat_usage, cmd_cat, NULL },
+	{ "get", NULL, "copy files out of an unmounted filesystem", cmd_get_usage, cmd_get, NULL },
+	{ "subvolume", NULL, "subvolume commands", subvolume_usage, NULL, subvolume_commands },
+	{ "filesystem", NULL, "filesystem commands", filesystem_usage, NULL, filesystem_commands },
 	{ "inspect", "inspect-internal", "inspect on-disk structures", inspect_usage, NULL,
 	  cli_inspect_commands },
 	{ NULL, NULL, NULL, NULL, NULL, NULL },

@@ -5,7 +5,9 @@
  */
 #include <ubtrfs/ubtrfs.h>
 
+#include "api_internal.h"
 #include "base/base.h"
+#include "fs/fs.h"
 #include "format/format_names.h"
 #include "io/io.h"
 #include "volume/volume.h"
@@ -14,13 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-struct ubtrfs_fs {
-	struct ubt_bdev **devs;
-	size_t ndev;
-	struct btrfs_super_block super;
-	int super_copy;
-	bool readonly;
-};
 
 const char *ubtrfs_version(void)
 {
@@ -126,65 +121,75 @@ int ubtrfs_dump_super(const char *device, const struct ubtrfs_dump_super_opts *o
 
 /* ---- open / close ------------------------------------------------------ */
 
-int ubtrfs_open(const char *const *devices, size_t ndev, unsigned flags, ubtrfs_fs **out)
+int ubtrfs_open_cache(const char *const *devices, size_t ndev, unsigned flags,
+		      uint64_t cache_bytes, ubtrfs_fs **out)
 {
 	bool rw = flags & UBTRFS_OPEN_RDWR;
-	ubtrfs_fs *fs;
+	struct btrfs_super_block sb;
+	struct ubt_bdev *bd;
+	ubtrfs_fs *f;
 	int ret;
 
 	*out = NULL;
 	if (ndev == 0)
 		return -EINVAL;
-	fs = calloc(1, sizeof(*fs));
-	if (!fs)
-		return -ENOMEM;
-	fs->devs = calloc(ndev, sizeof(*fs->devs));
-	if (!fs->devs) {
-		free(fs);
-		return -ENOMEM;
+	/* The feature policy first, before any tree is read. */
+	ret = ubt_bdev_open_file(devices[0], UBT_BDEV_RDONLY, &bd);
+	if (ret) {
+		ubt_log(UBT_LOG_ERROR, "cannot open %s: %s", devices[0], ubt_strerror(ret));
+		return ret;
 	}
-	for (size_t i = 0; i < ndev; i++) {
-		/* Devices are opened read-only until the policy allows writing. */
-		ret = ubt_bdev_open_file(devices[i], UBT_BDEV_RDONLY, &fs->devs[i]);
-		if (ret) {
-			ubt_log(UBT_LOG_ERROR, "cannot open %s: %s", devices[i], ubt_strerror(ret));
-			goto fail;
-		}
-		fs->ndev++;
-	}
-	ret = ubt_super_read_best(fs->devs[0], &fs->super, &fs->super_copy);
+	ret = ubt_super_read_best(bd, &sb, NULL);
+	ubt_bdev_close(bd);
 	if (ret)
-		goto fail;
-	ret = ubt_super_check_features(&fs->super, rw, &ubt_feature_policy_current, devices[0]);
+		return ret;
+	ret = ubt_super_check_features(&sb, rw, &ubt_feature_policy_current, devices[0]);
 	if (ret)
-		goto fail;
-	if (rw) {
-		/* Reached only once the write engine supports every feature in
-		 * use; until then ubt_super_check_features() refuses. */
-		ret = -EROFS;
-		goto fail;
+		return ret;
+	if (rw)
+		return -EROFS;	/* unreachable until the write engine lands */
+
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return -ENOMEM;
+	struct ubt_fs_opts opts = { 0 };
+	opts.vol.degraded = flags & UBTRFS_OPEN_DEGRADED;
+	opts.nologreplay = flags & UBTRFS_OPEN_NOLOGREPLAY;
+	opts.cache_bytes = cache_bytes;
+	ret = ubt_fs_open(devices, ndev, &opts, &f->fs);
+	if (ret) {
+		free(f);
+		return ret;
 	}
-	fs->readonly = true;
-	*out = fs;
+	/* Every device must pass the policy too (they share the features, but
+	 * a stale device's superblock is checked rather than assumed). */
+	ret = ubt_super_check_features(&f->fs->vol->super, rw, &ubt_feature_policy_current,
+				       devices[0]);
+	if (ret) {
+		ubtrfs_close(f);
+		return ret;
+	}
+	f->readonly = true;
+	*out = f;
 	return 0;
-fail:
-	ubtrfs_close(fs);
-	return ret;
 }
 
-void ubtrfs_close(ubtrfs_fs *fs)
+int ubtrfs_open(const char *const *devices, size_t ndev, unsigned flags, ubtrfs_fs **out)
 {
-	if (!fs)
+	return ubtrfs_open_cache(devices, ndev, flags, 0, out);
+}
+
+void ubtrfs_close(ubtrfs_fs *f)
+{
+	if (!f)
 		return;
-	for (size_t i = 0; i < fs->ndev; i++)
-		ubt_bdev_close(fs->devs[i]);
-	free(fs->devs);
-	free(fs);
+	ubt_fs_close(f->fs);
+	free(f);
 }
 
-bool ubtrfs_is_readonly(const ubtrfs_fs *fs)
+bool ubtrfs_is_readonly(const ubtrfs_fs *f)
 {
-	return fs->readonly;
+	return f->readonly;
 }
 
 /* ---- features ---------------------------------------------------------- */
@@ -207,9 +212,10 @@ void ubtrfs_supported_features(struct ubtrfs_feature_report *out)
 void ubtrfs_features(const ubtrfs_fs *fs, struct ubtrfs_feature_report *out)
 {
 	ubtrfs_supported_features(out);
-	out->used[UBTRFS_FEATURE_COMPAT] = btrfs_super_compat_flags(&fs->super);
-	out->used[UBTRFS_FEATURE_COMPAT_RO] = btrfs_super_compat_ro_flags(&fs->super);
-	out->used[UBTRFS_FEATURE_INCOMPAT] = btrfs_super_incompat_flags(&fs->super);
+	const struct btrfs_super_block *sb = &fs->fs->vol->super;
+	out->used[UBTRFS_FEATURE_COMPAT] = btrfs_super_compat_flags(sb);
+	out->used[UBTRFS_FEATURE_COMPAT_RO] = btrfs_super_compat_ro_flags(sb);
+	out->used[UBTRFS_FEATURE_INCOMPAT] = btrfs_super_incompat_flags(sb);
 }
 
 const char *ubtrfs_feature_name(enum ubtrfs_feature_class cls, unsigned bit)

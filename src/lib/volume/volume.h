@@ -80,4 +80,92 @@ typedef void (*ubt_write_fn)(void *ctx, const char *text, size_t len);
 void ubt_super_print(const struct btrfs_super_block *sb, bool full, ubt_write_fn write,
 		     void *ctx);
 
+/* ---- the device set and the chunk map -------------------------------- */
+
+struct ubt_device {
+	uint64_t devid;
+	uint8_t uuid[BTRFS_UUID_SIZE];
+	struct ubt_bdev *bd;	/* NULL while the device is missing */
+	char *path;		/* NULL while missing */
+	uint64_t total_bytes;	/* from the superblock or DEV_ITEM */
+	uint64_t generation;	/* of the superblock read from it */
+	bool in_dev_tree;	/* a DEV_ITEM of the chunk tree names it */
+};
+
+struct ubt_stripe_map {
+	uint64_t devid;
+	uint64_t physical;	/* where the chunk's stripe starts on the device */
+	struct ubt_device *dev;	/* NULL when missing */
+};
+
+struct ubt_chunk {
+	uint64_t start, length, type, stripe_len;
+	uint16_t num_stripes, sub_stripes;
+	struct ubt_stripe_map stripes[];
+};
+
+struct ubt_volume_opts {
+	bool degraded;		/* allow missing devices where the profiles allow */
+	bool writable;		/* open devices read-write */
+};
+
+/*
+ * The devices of one filesystem and the logical-to-physical map.
+ * Immutable after ubt_volume_finish() until the write engine adds chunks, so
+ * readers need no lock.
+ */
+struct ubt_volume {
+	struct btrfs_super_block super;	/* newest valid copy over all devices */
+	uint8_t fsid[BTRFS_FSID_SIZE];
+	uint8_t metadata_uuid[BTRFS_FSID_SIZE];
+	uint32_t sectorsize, nodesize, csum_size;
+	uint16_t csum_type;
+	struct ubt_volume_opts opts;
+
+	struct ubt_device *devices;	/* sorted by devid */
+	size_t ndevices, devices_cap;
+
+	struct ubt_chunk **chunks;	/* sorted by start, non-overlapping */
+	size_t nchunks, chunks_cap;
+};
+
+/*
+ * Open every path, read each one's newest valid superblock, require them to
+ * belong to one filesystem (a foreign or duplicate device is an error naming
+ * it), and map the system chunks from the superblock's array.  The chunk
+ * tree is loaded afterwards by the caller (it needs the tree layer) through
+ * ubt_volume_add_chunk()/ubt_volume_add_dev_item(), then ubt_volume_finish().
+ */
+int ubt_volume_open(const char *const *paths, size_t npaths, const struct ubt_volume_opts *opts,
+		    struct ubt_volume **out);
+void ubt_volume_close(struct ubt_volume *vol);
+
+/* Validate and add one CHUNK_ITEM (logical start = key offset).  Duplicate
+ * chunks identical to an existing one (system chunks) are accepted once. */
+int ubt_volume_add_chunk(struct ubt_volume *vol, uint64_t logical, const struct btrfs_chunk *chunk,
+			 uint32_t item_size);
+/* Record a DEV_ITEM of the chunk tree. */
+int ubt_volume_add_dev_item(struct ubt_volume *vol, const struct btrfs_dev_item *item);
+/*
+ * After the chunk tree: every chunk's stripes are bound to devices; fail with
+ * a message naming the missing devices unless every chunk stays readable and
+ * `degraded` was asked for.
+ */
+int ubt_volume_finish(struct ubt_volume *vol);
+
+const struct ubt_chunk *ubt_volume_find_chunk(const struct ubt_volume *vol, uint64_t logical);
+/* How many independent ways `logical` can be read (copies, or parity rebuilds). */
+int ubt_volume_num_copies(const struct ubt_volume *vol, uint64_t logical);
+/*
+ * Read `len` bytes at `logical` using copy `mirror` (1..num_copies).  For
+ * RAID5/6, mirror 1 reads the data stripe, 2 rebuilds it from P, 3 from Q.
+ * The range may span stripes and chunks.  -EIO when that copy cannot be
+ * read (device missing or I/O error); -EUCLEAN for an unmapped address.
+ * Checksums are the caller's business.
+ */
+int ubt_volume_read(struct ubt_volume *vol, uint64_t logical, void *buf, size_t len, int mirror);
+
+/* Profile name for messages: "single", "DUP", "RAID1", ... */
+const char *ubt_profile_name(uint64_t type);
+
 #endif /* UBTRFS_VOLUME_H */

@@ -1,0 +1,135 @@
+/*
+ * cli: the shared way commands name and open a filesystem.
+ *   DEVICE [--device PATH]... [--degraded] [--nologreplay]
+ *   [--subvol PATH | --subvolid N]  (default: the default subvolume)
+ */
+#include "cli.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ubtrfs/ubtrfs.h>
+
+int cli_fs_add_device(struct cli_fs_args *a, const char *path)
+{
+	if (a->ndev >= CLI_MAX_DEVICES) {
+		fprintf(stderr, "ubtrfs: at most %d devices\n", CLI_MAX_DEVICES);
+		return -1;
+	}
+	a->devices[a->ndev++] = path;
+	return 0;
+}
+
+int cli_fs_open(struct cli_fs_args *a, ubtrfs_fs **fs, ubtrfs_ino *root)
+{
+	unsigned flags = (a->degraded ? UBTRFS_OPEN_DEGRADED : 0) |
+			 (a->nologreplay ? UBTRFS_OPEN_NOLOGREPLAY : 0);
+	int ret = ubtrfs_open_cache(a->devices, a->ndev, flags, a->cache_bytes, fs);
+
+	if (ret) {
+		fprintf(stderr, "ubtrfs: cannot open %s: %s\n", a->devices[0], ubtrfs_strerror(ret));
+		return 1;
+	}
+	uint64_t sv = a->subvolid ? a->subvolid : ubtrfs_default_subvol(*fs);
+	if (a->subvol_path) {
+		ubtrfs_ino top;
+		struct ubtrfs_stat st;
+		ret = ubtrfs_subvol_root(*fs, 5, &top);
+		if (!ret)
+			ret = ubtrfs_resolve(*fs, top, a->subvol_path, &st);
+		if (!ret && (st.id.ino != 256 || (st.mode & 0170000) != 0040000))
+			ret = -EINVAL;
+		if (ret) {
+			fprintf(stderr, "ubtrfs: subvol=%s: %s\n", a->subvol_path,
+				ret == -EINVAL ? "not a subvolume" : ubtrfs_strerror(ret));
+			ubtrfs_close(*fs);
+			return 1;
+		}
+		sv = st.id.subvol;
+	}
+	ret = ubtrfs_subvol_root(*fs, sv, root);
+	if (ret) {
+		fprintf(stderr, "ubtrfs: subvolume %llu: %s\n", (unsigned long long)sv,
+			ubtrfs_strerror(ret));
+		ubtrfs_close(*fs);
+		return 1;
+	}
+	return 0;
+}
+
+/* Parse one "-o" style option list; unknown options are left in `rest`. */
+int cli_fs_parse_opts(struct cli_fs_args *a, const char *opts, char *rest, size_t restlen,
+		      bool *ro, bool *rw)
+{
+	char *copy = strdup(opts), *save = NULL;
+
+	if (!copy)
+		return -1;
+	rest[0] = 0;
+	for (char *o = strtok_r(copy, ",", &save); o; o = strtok_r(NULL, ",", &save)) {
+		if (!strcmp(o, "ro")) {
+			*ro = true;
+		} else if (!strcmp(o, "rw")) {
+			*rw = true;
+		} else if (!strcmp(o, "degraded")) {
+			a->degraded = true;
+		} else if (!strcmp(o, "nologreplay")) {
+			a->nologreplay = true;
+		} else if (!strncmp(o, "subvol=", 7)) {
+			a->subvol_path = strdup(o + 7);
+		} else if (!strncmp(o, "subvolid=", 9)) {
+			a->subvolid = strtoull(o + 9, NULL, 0);
+		} else if (!strncmp(o, "device=", 7)) {
+			if (cli_fs_add_device(a, strdup(o + 7)))
+				goto fail;
+		} else if (!strncmp(o, "cache_size=", 11)) {
+			char *end;
+			unsigned long long v = strtoull(o + 11, &end, 10);
+			if (*end == 'K' || *end == 'k')
+				v <<= 10;
+			else if (*end == 'M' || *end == 'm')
+				v <<= 20;
+			else if (*end == 'G' || *end == 'g')
+				v <<= 30;
+			a->cache_bytes = v;
+		} else if (!strncmp(o, "compress", 8)) {
+			fprintf(stderr, "ubtrfs: option '%s' is not supported yet: there is no "
+					"write support, so compression on write cannot apply\n", o);
+			goto fail;
+		} else {
+			size_t used = strlen(rest);
+			snprintf(rest + used, restlen - used, "%s%s", used ? "," : "", o);
+		}
+	}
+	free(copy);
+	return 0;
+fail:
+	free(copy);
+	return -1;
+}
+
+int cli_fs_common_opt(struct cli_fs_args *a, int c, const char *arg)
+{
+	switch (c) {
+	case 0x100:
+		return cli_fs_add_device(a, arg) ? -1 : 1;
+	case 0x101:
+		a->degraded = true;
+		return 1;
+	case 0x102:
+		a->nologreplay = true;
+		return 1;
+	case 0x103:
+		a->subvol_path = arg;
+		return 1;
+	case 0x104:
+		a->subvolid = strtoull(arg, NULL, 0);
+		return 1;
+	case 0x105:
+		a->cache_bytes = strtoull(arg, NULL, 0) << 20;
+		return 1;
+	default:
+		return 0;
+	}
+}

@@ -1,0 +1,342 @@
+/*
+ * fs layer: reading file data — inline, regular and preallocated extents,
+ * holes (explicit or NO_HOLES gaps), compressed extents (whole or partially
+ * referenced), and data checksums from the csum tree, trying every copy of a
+ * sector before answering -EIO.
+ *
+ * A file extent item at key offset F covers file bytes [F, F + num_bytes)
+ * (inline: [0, ram_bytes)).  Uncompressed data for file byte P lives at
+ * disk_bytenr + offset + (P - F).  Compressed extents are read whole
+ * (disk_num_bytes, at most 128 KiB expanded), checked, expanded, and the
+ * referenced slice [offset, offset + num_bytes) is used.  Checksums always
+ * cover what is on disk: the compressed bytes for compressed extents.
+ */
+#include "fs.h"
+
+#include "base/base.h"
+#include "fs/compress.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/*
+ * Fill csums[i] for each sector of [bytenr, bytenr + n * sectorsize) that
+ * has a checksum; have[i] says which do.
+ */
+static int lookup_csums(struct ubt_fs *fs, uint64_t bytenr, size_t nsect, uint8_t *csums,
+			bool *have)
+{
+	uint32_t ss = fs->sectorsize, cs = fs->csum_size;
+	uint64_t end = bytenr + (uint64_t)nsect * ss;
+	struct btrfs_key key = { BTRFS_EXTENT_CSUM_OBJECTID, BTRFS_EXTENT_CSUM_KEY, bytenr };
+	struct btrfs_key max = { BTRFS_EXTENT_CSUM_OBJECTID, BTRFS_EXTENT_CSUM_KEY, end - 1 };
+	struct ubt_path path;
+	struct ubt_iter it;
+	uint64_t start = bytenr;
+	int ret;
+
+	memset(have, 0, nsect * sizeof(*have));
+	if (!fs->has_csum_tree)
+		return 0;
+	/* The item covering bytenr may start before it. */
+	ubt_path_init(&path);
+	ret = ubt_search_le(&fs->tree, &fs->csum_tree, &key, &path);
+	if (ret < 0)
+		return ret;
+	if (ret == 0) {
+		struct btrfs_key k;
+		ubt_eb_item_key(path.nodes[0], path.slots[0], &k);
+		if (k.objectid == BTRFS_EXTENT_CSUM_OBJECTID && k.type == BTRFS_EXTENT_CSUM_KEY)
+			start = k.offset;
+	}
+	ubt_path_release(&fs->tree, &path);
+
+	struct btrfs_key min = { BTRFS_EXTENT_CSUM_OBJECTID, BTRFS_EXTENT_CSUM_KEY, start };
+	ubt_iter_start(&it, &fs->tree, &fs->csum_tree, &min, &max);
+	while ((ret = ubt_iter_next(&it)) == 0) {
+		uint64_t item_start = it.key.offset;
+		uint64_t item_end = item_start + (uint64_t)(it.size / cs) * ss;
+		uint64_t a = UBT_MAX(item_start, bytenr), b = UBT_MIN(item_end, end);
+		for (uint64_t x = a; x < b; x += ss) {
+			size_t i = (size_t)((x - bytenr) / ss);
+			memcpy(csums + i * cs, it.data + (x - item_start) / ss * cs, cs);
+			have[i] = true;
+		}
+	}
+	ubt_iter_end(&it);
+	return ret < 0 ? ret : 0;
+}
+
+/*
+ * Read [bytenr, bytenr + len) (sector aligned) into buf with checksum
+ * verification, sector by sector falling back to the other copies.
+ */
+static int read_data_verified(struct ubt_fs *fs, uint64_t bytenr, uint8_t *buf, size_t len,
+			      bool verify)
+{
+	uint32_t ss = fs->sectorsize;
+	size_t nsect = len / ss;
+	int copies = ubt_volume_num_copies(fs->vol, bytenr);
+	uint8_t *csums = NULL;
+	bool *have = NULL;
+	int ret;
+
+	if (copies <= 0)
+		return UBT_CORRUPT(bytenr, "data address not mapped by any chunk");
+	ret = ubt_volume_read(fs->vol, bytenr, buf, len, 1);
+	if (!verify && ret == 0)
+		return 0;
+	if (verify) {
+		csums = malloc(nsect * fs->csum_size + 1);
+		have = malloc(nsect * sizeof(*have) + 1);
+		if (!csums || !have) {
+			ret = -ENOMEM;
+			goto out;
+		}
+		int lr = lookup_csums(fs, bytenr, nsect, csums, have);
+		if (lr) {
+			ret = lr;
+			goto out;
+		}
+	}
+	bool whole_ok = ret == 0;
+	for (size_t i = 0; i < nsect; i++) {
+		uint8_t *sec = buf + i * ss;
+		uint8_t got[UBT_CSUM_MAX];
+		bool ok = false;
+
+		for (int m = 1; m <= copies; m++) {
+			/* Copy 1 of every sector is already in buf when the
+			 * whole read worked; otherwise read this sector alone. */
+			if ((m > 1 || !whole_ok) &&
+			    ubt_volume_read(fs->vol, bytenr + i * ss, sec, ss, m))
+				continue;
+			if (!verify || !have[i]) {
+				ok = true;
+				break;
+			}
+			ubt_csum(fs->csum_type, sec, ss, got);
+			if (!memcmp(got, csums + i * fs->csum_size, fs->csum_size)) {
+				if (m > 1)
+					ubt_log(UBT_LOG_WARNING,
+						"data at %llu: copy %d is good, earlier copies failed",
+						(unsigned long long)(bytenr + i * ss), m);
+				ok = true;
+				break;
+			}
+			ubt_log(copies > 1 ? UBT_LOG_WARNING : UBT_LOG_ERROR,
+				"data checksum mismatch at logical %llu (copy %d of %d)",
+				(unsigned long long)(bytenr + i * ss), m, copies);
+		}
+		if (!ok) {
+			ret = -EIO;
+			goto out;
+		}
+	}
+	ret = 0;
+out:
+	free(csums);
+	free(have);
+	return ret;
+}
+
+struct extent_info {
+	uint64_t file_start, file_end;	/* the file bytes this item covers */
+	uint8_t type, compression;
+	uint64_t disk_bytenr, disk_num_bytes, offset, ram_bytes;
+	const uint8_t *inline_data;
+	size_t inline_len;
+};
+
+static int parse_extent(const struct btrfs_key *key, const uint8_t *data, uint32_t size,
+			uint64_t where, struct extent_info *x)
+{
+	const struct btrfs_file_extent_item *fi = (const void *)data;
+
+	if (size < btrfs_file_extent_inline_start())
+		return UBT_CORRUPT(where, "file extent item too small");
+	memset(x, 0, sizeof(*x));
+	x->type = btrfs_file_extent_type(fi);
+	x->compression = btrfs_file_extent_compression(fi);
+	x->ram_bytes = btrfs_file_extent_ram_bytes(fi);
+	x->file_start = key->offset;
+	if (btrfs_file_extent_encryption(fi) || btrfs_file_extent_other_encoding(fi))
+		return UBT_CORRUPT(where, "encrypted or encoded file extent is not supported");
+	if (x->type == BTRFS_FILE_EXTENT_INLINE) {
+		x->inline_data = data + btrfs_file_extent_inline_start();
+		x->inline_len = size - btrfs_file_extent_inline_start();
+		x->file_end = x->file_start + x->ram_bytes;
+		return 0;
+	}
+	if (size < sizeof(*fi))
+		return UBT_CORRUPT(where, "regular file extent item too small");
+	x->disk_bytenr = btrfs_file_extent_disk_bytenr(fi);
+	x->disk_num_bytes = btrfs_file_extent_disk_num_bytes(fi);
+	x->offset = btrfs_file_extent_offset(fi);
+	x->file_end = x->file_start + btrfs_file_extent_num_bytes(fi);
+	if (x->file_end < x->file_start)
+		return UBT_CORRUPT(where, "file extent end overflows");
+	return 0;
+}
+
+/* Copy file bytes [a, b) of extent x into dst (dst corresponds to byte a). */
+static int read_extent_part(struct ubt_fs *fs, const struct ubt_inode *in,
+			    const struct extent_info *x, uint64_t a, uint64_t b, uint8_t *dst)
+{
+	uint32_t ss = fs->sectorsize;
+	bool verify = !(btrfs_inode_flags(&in->item) & BTRFS_INODE_NODATASUM);
+	int ret;
+
+	if (x->type == BTRFS_FILE_EXTENT_INLINE) {
+		if (x->compression == BTRFS_COMPRESS_NONE) {
+			uint64_t avail = x->inline_len;
+			for (uint64_t p = a; p < b; p++)
+				dst[p - a] = (p - x->file_start) < avail ? x->inline_data[p - x->file_start] : 0;
+			return 0;
+		}
+		return ubt_decompress_range(x->compression, x->inline_data, x->inline_len, ss,
+					    a - x->file_start, dst, (size_t)(b - a), NULL);
+	}
+	if (x->type == BTRFS_FILE_EXTENT_PREALLOC || x->disk_bytenr == 0) {
+		memset(dst, 0, (size_t)(b - a));
+		return 0;
+	}
+	if (x->compression != BTRFS_COMPRESS_NONE) {
+		if (x->disk_num_bytes == 0 || x->disk_num_bytes > UBT_MAX_UNCOMPRESSED * 2 ||
+		    !UBT_IS_ALIGNED(x->disk_num_bytes, ss))
+			return UBT_CORRUPT(x->disk_bytenr, "compressed extent of %llu bytes",
+					   (unsigned long long)x->disk_num_bytes);
+		uint8_t *cbuf = malloc((size_t)x->disk_num_bytes);
+		if (!cbuf)
+			return -ENOMEM;
+		ret = read_data_verified(fs, x->disk_bytenr, cbuf, (size_t)x->disk_num_bytes, verify);
+		if (!ret)
+			ret = ubt_decompress_range(x->compression, cbuf, (size_t)x->disk_num_bytes, ss,
+						   x->offset + (a - x->file_start), dst,
+						   (size_t)(b - a), NULL);
+		free(cbuf);
+		return ret;
+	}
+	/* Uncompressed: read the covering sectors, verify, copy the slice. */
+	uint64_t disk_a = x->disk_bytenr + x->offset + (a - x->file_start);
+	uint64_t start = disk_a & ~((uint64_t)ss - 1);
+	uint64_t end = (disk_a + (b - a) + ss - 1) & ~((uint64_t)ss - 1);
+	uint8_t *tmp = malloc((size_t)(end - start));
+	if (!tmp)
+		return -ENOMEM;
+	ret = read_data_verified(fs, start, tmp, (size_t)(end - start), verify);
+	if (!ret)
+		memcpy(dst, tmp + (disk_a - start), (size_t)(b - a));
+	free(tmp);
+	return ret;
+}
+
+/* Walk the extent items overlapping [from, to). fn gets each parsed one. */
+static int for_each_extent(struct ubt_fs *fs, const struct ubt_inode *in, uint64_t from,
+			   uint64_t to,
+			   int (*fn)(void *ctx, const struct extent_info *x), void *ctx)
+{
+	struct btrfs_key key = { in->ino, BTRFS_EXTENT_DATA_KEY, from };
+	struct ubt_path path;
+	uint64_t first = 0;
+	struct ubt_iter it;
+	int ret;
+
+	ubt_path_init(&path);
+	ret = ubt_search_le(&fs->tree, &in->sv->root, &key, &path);
+	if (ret < 0)
+		return ret;
+	if (ret == 0) {
+		struct btrfs_key k;
+		ubt_eb_item_key(path.nodes[0], path.slots[0], &k);
+		if (k.objectid == in->ino && k.type == BTRFS_EXTENT_DATA_KEY)
+			first = k.offset;
+	}
+	ubt_path_release(&fs->tree, &path);
+
+	struct btrfs_key min = { in->ino, BTRFS_EXTENT_DATA_KEY, first };
+	struct btrfs_key max = { in->ino, BTRFS_EXTENT_DATA_KEY, to ? to - 1 : 0 };
+	ubt_iter_start(&it, &fs->tree, &in->sv->root, &min, &max);
+	while ((ret = ubt_iter_next(&it)) == 0) {
+		struct extent_info x;
+		ret = parse_extent(&it.key, it.data, it.size, it.leaf->start, &x);
+		if (ret)
+			break;
+		if (x.file_end <= from)
+			continue;
+		ret = fn(ctx, &x);
+		if (ret)
+			break;
+	}
+	ubt_iter_end(&it);
+	return ret == 1 ? 0 : ret;
+}
+
+struct read_ctx {
+	struct ubt_fs *fs;
+	const struct ubt_inode *in;
+	uint8_t *buf;
+	uint64_t from, to;
+};
+
+static int read_one(void *ctx, const struct extent_info *x)
+{
+	struct read_ctx *r = ctx;
+	uint64_t a = UBT_MAX(x->file_start, r->from), b = UBT_MIN(x->file_end, r->to);
+
+	if (a >= b)
+		return 0;
+	int ret = read_extent_part(r->fs, r->in, x, a, b, r->buf + (a - r->from));
+	return ret < 0 ? ret : 0;
+}
+
+ssize_t ubt_file_read(struct ubt_fs *fs, const struct ubt_inode *in, void *buf, size_t len,
+		      uint64_t off)
+{
+	uint64_t isize = btrfs_inode_size(&in->item);
+	mode_t mode = ubt_inode_mode(in);
+	int ret;
+
+	if (S_ISDIR(mode))
+		return -EISDIR;
+	if (off >= isize || len == 0)
+		return 0;
+	if (len > isize - off)
+		len = (size_t)(isize - off);
+	memset(buf, 0, len);	/* holes and NO_HOLES gaps read as zeros */
+	struct read_ctx r = { fs, in, buf, off, off + len };
+	ret = for_each_extent(fs, in, off, off + len, read_one, &r);
+	if (ret < 0)
+		return ret;
+	return (ssize_t)len;
+}
+
+struct ranges_ctx {
+	int (*fn)(void *ctx, uint64_t off, uint64_t len);
+	void *ctx;
+	uint64_t isize;
+};
+
+static int range_one(void *ctx, const struct extent_info *x)
+{
+	struct ranges_ctx *r = ctx;
+
+	if (x->type != BTRFS_FILE_EXTENT_INLINE &&
+	    (x->type == BTRFS_FILE_EXTENT_PREALLOC || x->disk_bytenr == 0))
+		return 0;
+	uint64_t end = UBT_MIN(x->file_end, r->isize);
+	if (end <= x->file_start)
+		return 0;
+	return r->fn(r->ctx, x->file_start, end - x->file_start);
+}
+
+int ubt_file_data_ranges(struct ubt_fs *fs, const struct ubt_inode *in,
+			 int (*fn)(void *ctx, uint64_t off, uint64_t len), void *ctx)
+{
+	struct ranges_ctx r = { fn, ctx, btrfs_inode_size(&in->item) };
+
+	if (r.isize == 0)
+		return 0;
+	return for_each_extent(fs, in, 0, (uint64_t)-1, range_one, &r);
+}

@@ -1,0 +1,135 @@
+/*
+ * fs layer: an opened filesystem — its trees, subvolume roots, inodes,
+ * directories, xattrs and file data (with checksums and decompression).
+ *
+ * Sits on tree, volume and base.  Read-only today; the write engine will
+ * extend it.  Thread-safety: all read functions may run concurrently; the
+ * root cache has its own mutex, never held across I/O.
+ */
+#ifndef UBTRFS_FS_H
+#define UBTRFS_FS_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "format/btrfs_format.h"
+#include "tree/tree.h"
+#include "volume/volume.h"
+
+struct ubt_fs_opts {
+	struct ubt_volume_opts vol;
+	uint64_t cache_bytes;		/* tree-block cache bound (0: 64 MiB) */
+	bool nologreplay;		/* open even with a dirty fsync log, ignoring it */
+};
+
+/* One subvolume (fs tree) as its ROOT_ITEM describes it. */
+struct ubt_subvol {
+	uint64_t id;
+	struct ubt_root_ref root;
+	struct btrfs_root_item item;	/* copy; old short items zero-extended */
+	bool readonly;
+};
+
+struct ubt_fs {
+	struct ubt_volume *vol;
+	struct ubt_tree_ctx tree;
+	struct ubt_fs_opts opts;
+	struct ubt_root_ref root_tree, chunk_tree;
+	struct ubt_root_ref extent_tree, csum_tree, dev_tree, uuid_tree, free_space_tree,
+		block_group_tree, quota_tree;
+	bool has_csum_tree;
+	uint64_t default_subvol;	/* from the root tree's "default" dir item */
+	uint32_t sectorsize, nodesize, csum_size;
+	uint16_t csum_type;
+	bool no_holes;
+
+	pthread_mutex_t subvol_lock;
+	struct ubt_subvol **subvols;	/* cache of opened subvolumes, by id */
+	size_t nsubvols, subvols_cap;
+};
+
+int ubt_fs_open(const char *const *paths, size_t npaths, const struct ubt_fs_opts *opts,
+		struct ubt_fs **out);
+void ubt_fs_close(struct ubt_fs *fs);
+
+/* Latest ROOT_ITEM of tree `objectid` from the root tree.  -ENOENT if none. */
+int ubt_fs_read_root_item(struct ubt_fs *fs, uint64_t objectid, struct btrfs_root_item *item,
+			  struct ubt_root_ref *ref);
+/* A subvolume by id (5 = top level); cached for the life of the fs. */
+int ubt_fs_subvol(struct ubt_fs *fs, uint64_t id, const struct ubt_subvol **out);
+
+/* ---- inodes ----------------------------------------------------------- */
+
+struct ubt_inode {
+	uint64_t ino;
+	const struct ubt_subvol *sv;
+	struct btrfs_inode_item item;
+};
+
+int ubt_inode_read(struct ubt_fs *fs, const struct ubt_subvol *sv, uint64_t ino,
+		   struct ubt_inode *out);
+/* The empty directory (inode 2) the kernel shows where a snapshot holds an
+ * entry for a subvolume it cannot reach. */
+void ubt_placeholder_inode(const struct ubt_subvol *sv, struct ubt_inode *out);
+static inline uint32_t ubt_inode_mode(const struct ubt_inode *in)
+{
+	return btrfs_inode_mode(&in->item);
+}
+
+/*
+ * Look `name` up in directory `dir` via its DIR_ITEM name hash (collisions
+ * handled).  On success *location is the entry's key: an INODE_ITEM in the
+ * same subvolume or a ROOT_ITEM (a subvolume boundary), *type the BTRFS_FT_*.
+ * -ENOENT when absent.
+ */
+int ubt_dir_lookup(struct ubt_fs *fs, const struct ubt_inode *dir, const char *name, size_t len,
+		   struct btrfs_key *location, uint8_t *type);
+
+/*
+ * The inode a directory entry leads to: the inode in the same subvolume,
+ * the root directory of a subvolume, or the kernel's empty placeholder
+ * directory (inode 2) for a subvolume the entry cannot reach.
+ */
+int ubt_dir_entry_inode(struct ubt_fs *fs, const struct ubt_inode *dir, const char *name,
+			size_t len, const struct btrfs_key *location, struct ubt_inode *out);
+
+struct ubt_dirent {
+	uint64_t index;			/* DIR_INDEX sequence: the stable offset */
+	struct btrfs_key location;
+	uint8_t type;
+	uint16_t name_len;
+	char name[BTRFS_NAME_LEN + 1];
+};
+/* Call fn for each entry with index >= start, in DIR_INDEX order; fn returns
+ * non-zero to stop (that value is returned). */
+int ubt_dir_iterate(struct ubt_fs *fs, const struct ubt_inode *dir, uint64_t start,
+		    int (*fn)(void *ctx, const struct ubt_dirent *e), void *ctx);
+
+/* Target of a symlink (an inline extent).  *len in/out. */
+int ubt_readlink(struct ubt_fs *fs, const struct ubt_inode *in, char *buf, size_t *len);
+
+/* xattrs: list names (NUL-separated, like listxattr) / get one value.
+ * With size 0 they return the size needed.  -ENODATA when absent, -ERANGE
+ * when the buffer is too small. */
+ssize_t ubt_xattr_list(struct ubt_fs *fs, const struct ubt_inode *in, char *buf, size_t size);
+ssize_t ubt_xattr_get(struct ubt_fs *fs, const struct ubt_inode *in, const char *name, void *buf,
+		      size_t size);
+
+/* Read file data [off, off+len) clipped at i_size; returns bytes read or <0.
+ * Checksums are verified (other copies tried) unless the inode is NODATASUM. */
+ssize_t ubt_file_read(struct ubt_fs *fs, const struct ubt_inode *in, void *buf, size_t len,
+		      uint64_t off);
+
+/* Data extents of a file for sparseness-preserving copies: call fn for each
+ * range that holds data (not holes, not preallocated). */
+int ubt_file_data_ranges(struct ubt_fs *fs, const struct ubt_inode *in,
+			 int (*fn)(void *ctx, uint64_t off, uint64_t len), void *ctx);
+
+/* Resolve a '/'-separated path from subvolume `sv`'s root directory,
+ * crossing into nested subvolumes.  Returns the final inode. */
+int ubt_path_lookup(struct ubt_fs *fs, const struct ubt_subvol *sv, const char *path,
+		    struct ubt_inode *out);
+
+#endif /* UBTRFS_FS_H */

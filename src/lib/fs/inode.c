@@ -1,0 +1,389 @@
+/*
+ * fs layer: inodes, directories, xattrs, symlinks and path resolution.
+ *
+ * Directory entries are indexed twice: DIR_ITEM keyed by the name hash (for
+ * lookup; several names may share a hash, so an item holds a list) and
+ * DIR_INDEX keyed by a per-directory sequence (readdir order, and the stable
+ * offset we give readdir).  Xattrs are XATTR_ITEMs keyed by the name hash,
+ * laid out like dir items with the value after the name.
+ *
+ * Items reached here passed the tree checker, but entry lists are still
+ * walked with explicit bounds so a checker gap cannot become an overread.
+ */
+#include "fs.h"
+
+#include "base/base.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+int ubt_inode_read(struct ubt_fs *fs, const struct ubt_subvol *sv, uint64_t ino,
+		   struct ubt_inode *out)
+{
+	struct btrfs_key key = { ino, BTRFS_INODE_ITEM_KEY, 0 };
+	struct ubt_path path;
+	int ret;
+
+	if (ino == BTRFS_EMPTY_SUBVOL_DIR_OBJECTID) {
+		ubt_placeholder_inode(sv, out);
+		return 0;
+	}
+	ubt_path_init(&path);
+	ret = ubt_search_slot(&fs->tree, &sv->root, &key, &path);
+	if (ret == 0) {
+		uint32_t size = ubt_eb_item_size(path.nodes[0], path.slots[0]);
+		if (size < sizeof(struct btrfs_inode_item)) {
+			ret = UBT_CORRUPT(path.nodes[0]->start, "inode %llu item too small",
+					  (unsigned long long)ino);
+		} else {
+			memcpy(&out->item, ubt_eb_item_data(path.nodes[0], path.slots[0]),
+			       sizeof(out->item));
+			out->ino = ino;
+			out->sv = sv;
+		}
+	} else if (ret == 1) {
+		ret = -ENOENT;
+	}
+	ubt_path_release(&fs->tree, &path);
+	return ret;
+}
+
+/*
+ * Walk the entries of a DIR_ITEM/DIR_INDEX/XATTR_ITEM body.  fn gets each
+ * entry; returning non-zero stops the walk with that value.
+ */
+static int walk_dir_entries(const uint8_t *p, uint32_t size, uint64_t where,
+			    int (*fn)(void *ctx, const struct btrfs_dir_item *di, const char *name,
+				      const uint8_t *data),
+			    void *ctx)
+{
+	uint32_t off = 0;
+
+	while (off < size) {
+		if (size - off < sizeof(struct btrfs_dir_item))
+			return UBT_CORRUPT(where, "dir item entry header truncated");
+		const struct btrfs_dir_item *di = (const void *)(p + off);
+		uint32_t nl = btrfs_dir_name_len(di), dl = btrfs_dir_data_len(di);
+		if (nl + dl > size - off - sizeof(*di))
+			return UBT_CORRUPT(where, "dir item entry overruns its item");
+		const char *name = (const char *)(p + off + sizeof(*di));
+		int r = fn(ctx, di, name, (const uint8_t *)name + nl);
+		if (r)
+			return r;
+		off += (uint32_t)sizeof(*di) + nl + dl;
+	}
+	return 0;
+}
+
+struct name_match {
+	const char *name;
+	size_t len;
+	struct btrfs_key location;
+	uint8_t type;
+	const uint8_t *data;
+	uint16_t data_len;
+};
+
+static int match_name(void *ctx, const struct btrfs_dir_item *di, const char *name,
+		      const uint8_t *data)
+{
+	struct name_match *m = ctx;
+
+	if (btrfs_dir_name_len(di) != m->len || memcmp(name, m->name, m->len))
+		return 0;
+	btrfs_disk_key_to_cpu(&m->location, &di->location);
+	m->type = btrfs_dir_type(di);
+	m->data = data;
+	m->data_len = btrfs_dir_data_len(di);
+	return 1;
+}
+
+int ubt_dir_lookup(struct ubt_fs *fs, const struct ubt_inode *dir, const char *name, size_t len,
+		   struct btrfs_key *location, uint8_t *type)
+{
+	struct btrfs_key key = { dir->ino, BTRFS_DIR_ITEM_KEY, ubt_name_hash(name, len) };
+	struct name_match m = { name, len, { 0, 0, 0 }, 0, NULL, 0 };
+	struct ubt_path path;
+	int ret;
+
+	if (len == 0 || len > BTRFS_NAME_LEN)
+		return len ? -ENAMETOOLONG : -ENOENT;
+	ubt_path_init(&path);
+	ret = ubt_search_slot(&fs->tree, &dir->sv->root, &key, &path);
+	if (ret == 0) {
+		ret = walk_dir_entries(ubt_eb_item_data(path.nodes[0], path.slots[0]),
+				       ubt_eb_item_size(path.nodes[0], path.slots[0]),
+				       path.nodes[0]->start, match_name, &m);
+		if (ret == 1) {
+			*location = m.location;
+			*type = m.type;
+			ret = 0;
+		} else if (ret == 0) {
+			ret = -ENOENT;
+		}
+	} else if (ret == 1) {
+		ret = -ENOENT;
+	}
+	ubt_path_release(&fs->tree, &path);
+	return ret;
+}
+
+struct index_entry {
+	struct ubt_dirent *e;
+};
+
+static int take_index_entry(void *ctx, const struct btrfs_dir_item *di, const char *name,
+			    const uint8_t *data)
+{
+	struct ubt_dirent *e = ctx;
+	(void)data;
+
+	e->name_len = btrfs_dir_name_len(di);
+	if (e->name_len > BTRFS_NAME_LEN)
+		e->name_len = BTRFS_NAME_LEN;
+	memcpy(e->name, name, e->name_len);
+	e->name[e->name_len] = 0;
+	btrfs_disk_key_to_cpu(&e->location, &di->location);
+	e->type = btrfs_dir_type(di);
+	return 1;	/* a DIR_INDEX holds exactly one entry */
+}
+
+int ubt_dir_iterate(struct ubt_fs *fs, const struct ubt_inode *dir, uint64_t start,
+		    int (*fn)(void *ctx, const struct ubt_dirent *e), void *ctx)
+{
+	struct btrfs_key min = { dir->ino, BTRFS_DIR_INDEX_KEY, start };
+	struct btrfs_key max = { dir->ino, BTRFS_DIR_INDEX_KEY, (uint64_t)-1 };
+	struct ubt_dirent e;
+	struct ubt_iter it;
+	int ret;
+
+	ubt_iter_start(&it, &fs->tree, &dir->sv->root, &min, &max);
+	while ((ret = ubt_iter_next(&it)) == 0) {
+		memset(&e, 0, sizeof(e));
+		e.index = it.key.offset;
+		ret = walk_dir_entries(it.data, it.size, it.leaf->start, take_index_entry, &e);
+		if (ret < 0)
+			break;
+		if (ret == 0)
+			continue;	/* empty item: nothing to report */
+		ret = fn(ctx, &e);
+		if (ret)
+			break;
+	}
+	ubt_iter_end(&it);
+	return ret == 1 ? 0 : ret;
+}
+
+int ubt_readlink(struct ubt_fs *fs, const struct ubt_inode *in, char *buf, size_t *len)
+{
+	uint64_t size = btrfs_inode_size(&in->item);
+
+	if (!S_ISLNK(ubt_inode_mode(in)))
+		return -EINVAL;
+	if (size > *len)
+		return -ENAMETOOLONG;
+	ssize_t n = ubt_file_read(fs, in, buf, (size_t)size, 0);
+	if (n < 0)
+		return (int)n;
+	*len = (size_t)n;
+	return 0;
+}
+
+/* ---- xattrs ------------------------------------------------------------ */
+
+struct xattr_list {
+	char *buf;
+	size_t size, used;
+	int err;
+};
+
+static int add_xattr_name(void *ctx, const struct btrfs_dir_item *di, const char *name,
+			  const uint8_t *data)
+{
+	struct xattr_list *l = ctx;
+	size_t n = btrfs_dir_name_len(di);
+	(void)data;
+
+	if (l->buf && l->size) {
+		if (l->used + n + 1 > l->size) {
+			l->err = -ERANGE;
+			return 1;
+		}
+		memcpy(l->buf + l->used, name, n);
+		l->buf[l->used + n] = 0;
+	}
+	l->used += n + 1;
+	return 0;
+}
+
+ssize_t ubt_xattr_list(struct ubt_fs *fs, const struct ubt_inode *in, char *buf, size_t size)
+{
+	struct btrfs_key min = { in->ino, BTRFS_XATTR_ITEM_KEY, 0 };
+	struct btrfs_key max = { in->ino, BTRFS_XATTR_ITEM_KEY, (uint64_t)-1 };
+	struct xattr_list l = { buf, size, 0, 0 };
+	struct ubt_iter it;
+	int ret;
+
+	if (in->ino == BTRFS_EMPTY_SUBVOL_DIR_OBJECTID)
+		return 0;
+	ubt_iter_start(&it, &fs->tree, &in->sv->root, &min, &max);
+	while ((ret = ubt_iter_next(&it)) == 0) {
+		ret = walk_dir_entries(it.data, it.size, it.leaf->start, add_xattr_name, &l);
+		if (ret < 0 || l.err)
+			break;
+	}
+	ubt_iter_end(&it);
+	if (ret < 0)
+		return ret;
+	if (l.err)
+		return l.err;
+	return (ssize_t)l.used;
+}
+
+ssize_t ubt_xattr_get(struct ubt_fs *fs, const struct ubt_inode *in, const char *name, void *buf,
+		      size_t size)
+{
+	size_t len = strlen(name);
+	struct btrfs_key key = { in->ino, BTRFS_XATTR_ITEM_KEY, ubt_name_hash(name, len) };
+	struct name_match m = { name, len, { 0, 0, 0 }, 0, NULL, 0 };
+	struct ubt_path path;
+	ssize_t ret;
+
+	if (in->ino == BTRFS_EMPTY_SUBVOL_DIR_OBJECTID)
+		return -ENODATA;
+	ubt_path_init(&path);
+	ret = ubt_search_slot(&fs->tree, &in->sv->root, &key, &path);
+	if (ret == 0) {
+		ret = walk_dir_entries(ubt_eb_item_data(path.nodes[0], path.slots[0]),
+				       ubt_eb_item_size(path.nodes[0], path.slots[0]),
+				       path.nodes[0]->start, match_name, &m);
+		if (ret == 1) {
+			if (size == 0) {
+				ret = m.data_len;
+			} else if (size < m.data_len) {
+				ret = -ERANGE;
+			} else {
+				memcpy(buf, m.data, m.data_len);
+				ret = m.data_len;
+			}
+		} else if (ret == 0) {
+			ret = -ENODATA;
+		}
+	} else if (ret == 1) {
+		ret = -ENODATA;
+	}
+	ubt_path_release(&fs->tree, &path);
+	return ret;
+}
+
+/* ---- subvolume crossings and paths ------------------------------------ */
+
+/*
+ * Is `child` really a subvolume mounted at (dir, name) of subvolume `parent`?
+ * The kernel checks the ROOT_REF; a snapshot of a subvolume that contained
+ * another subvolume has the entry but no ROOT_REF, and shows a placeholder.
+ */
+static int root_ref_matches(struct ubt_fs *fs, uint64_t parent, uint64_t child, uint64_t dir,
+			    const char *name, size_t len)
+{
+	struct btrfs_key key = { parent, BTRFS_ROOT_REF_KEY, child };
+	struct ubt_path path;
+	int ret;
+
+	ubt_path_init(&path);
+	ret = ubt_search_slot(&fs->tree, &fs->root_tree, &key, &path);
+	if (ret == 0) {
+		const uint8_t *p = ubt_eb_item_data(path.nodes[0], path.slots[0]);
+		uint32_t size = ubt_eb_item_size(path.nodes[0], path.slots[0]);
+		const struct btrfs_root_ref *rr = (const void *)p;
+		ret = 0;
+		if (size >= sizeof(*rr) && btrfs_root_ref_dirid(rr) == dir &&
+		    btrfs_root_ref_name_len(rr) == len && size - sizeof(*rr) >= len &&
+		    !memcmp(p + sizeof(*rr), name, len))
+			ret = 1;
+	} else if (ret == 1) {
+		ret = 0;
+	}
+	ubt_path_release(&fs->tree, &path);
+	return ret;
+}
+
+void ubt_placeholder_inode(const struct ubt_subvol *sv, struct ubt_inode *out)
+{
+	memset(out, 0, sizeof(*out));
+	out->ino = BTRFS_EMPTY_SUBVOL_DIR_OBJECTID;
+	out->sv = sv;
+	btrfs_set_inode_mode(&out->item, S_IFDIR | 0755);
+	btrfs_set_inode_nlink(&out->item, 1);
+	/* The kernel stamps it with the current time; the containing
+	 * subvolume's creation time is our stable stand-in. */
+	const struct btrfs_timespec *t = btrfs_root_otime(&sv->item);
+	memcpy(&out->item.atime, t, sizeof(*t));
+	memcpy(&out->item.mtime, t, sizeof(*t));
+	memcpy(&out->item.ctime, t, sizeof(*t));
+	memcpy(&out->item.otime, t, sizeof(*t));
+}
+
+int ubt_dir_entry_inode(struct ubt_fs *fs, const struct ubt_inode *dir, const char *name,
+			size_t len, const struct btrfs_key *location, struct ubt_inode *out)
+{
+	if (location->type == BTRFS_INODE_ITEM_KEY)
+		return ubt_inode_read(fs, dir->sv, location->objectid, out);
+	if (location->type != BTRFS_ROOT_ITEM_KEY)
+		return UBT_CORRUPT(0, "directory %llu entry '%.*s' points to key type %u",
+				   (unsigned long long)dir->ino, (int)len, name, location->type);
+	int ret = root_ref_matches(fs, dir->sv->id, location->objectid, dir->ino, name, len);
+	if (ret < 0)
+		return ret;
+	const struct ubt_subvol *sv;
+	if (ret == 1)
+		ret = ubt_fs_subvol(fs, location->objectid, &sv);
+	else
+		ret = -ENOENT;
+	if (ret == -ENOENT) {
+		ubt_placeholder_inode(dir->sv, out);
+		return 0;
+	}
+	if (ret)
+		return ret;
+	return ubt_inode_read(fs, sv, btrfs_root_root_dirid(&sv->item), out);
+}
+
+int ubt_path_lookup(struct ubt_fs *fs, const struct ubt_subvol *sv, const char *path,
+		    struct ubt_inode *out)
+{
+	struct ubt_inode cur;
+	int ret = ubt_inode_read(fs, sv, btrfs_root_root_dirid(&sv->item), &cur);
+
+	while (ret == 0 && *path) {
+		while (*path == '/')
+			path++;
+		if (!*path)
+			break;
+		const char *end = strchr(path, '/');
+		size_t len = end ? (size_t)(end - path) : strlen(path);
+		if (!S_ISDIR(ubt_inode_mode(&cur)))
+			return -ENOTDIR;
+		if (len == 1 && path[0] == '.') {
+			path += len;
+			continue;
+		}
+		if (len == 2 && path[0] == '.' && path[1] == '.')
+			return -EINVAL;	/* callers pass normalised paths */
+		struct btrfs_key loc;
+		uint8_t type;
+		ret = ubt_dir_lookup(fs, &cur, path, len, &loc, &type);
+		if (ret)
+			return ret;
+		struct ubt_inode next;
+		ret = ubt_dir_entry_inode(fs, &cur, path, len, &loc, &next);
+		if (ret)
+			return ret;
+		cur = next;
+		path += len;
+	}
+	if (ret == 0)
+		*out = cur;
+	return ret;
+}

@@ -1,0 +1,231 @@
+/*
+ * tree layer: the bounded tree-block cache and verified block reads.
+ *
+ * Owns: struct ubt_eb lifetime (reference counted), the hash from logical
+ * address to block, and the LRU of unreferenced blocks that keeps the cache
+ * under max_bytes.  A block enters the cache only after the tree checker
+ * accepted it against what its parent expects, so everything reachable from
+ * the cache is safe to index without further bounds checks.
+ *
+ * Lock: t->lock guards buckets, LRU, refs and stats.  It is never held
+ * during device I/O: two threads missing on the same block both read it and
+ * the second insert keeps the first copy.
+ */
+#include "tree.h"
+
+#include "base/base.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static size_t bucket_of(const struct ubt_tree_ctx *t, uint64_t start)
+{
+	uint64_t h = start / t->vol->sectorsize;
+	h ^= h >> 17;
+	h *= 0x9E3779B97F4A7C15ull;
+	return (size_t)(h >> 32) % t->nbuckets;
+}
+
+int ubt_tree_ctx_init(struct ubt_tree_ctx *t, struct ubt_volume *vol, uint64_t cache_bytes)
+{
+	memset(t, 0, sizeof(*t));
+	t->vol = vol;
+	t->max_bytes = cache_bytes ? cache_bytes : 64ull << 20;
+	/* Never fewer than a few root-to-leaf paths' worth of blocks. */
+	if (t->max_bytes < 64ull * vol->nodesize)
+		t->max_bytes = 64ull * vol->nodesize;
+	t->nbuckets = (size_t)UBT_MAX(t->max_bytes / vol->nodesize, 64);
+	t->buckets = calloc(t->nbuckets, sizeof(*t->buckets));
+	if (!t->buckets)
+		return -ENOMEM;
+	t->lru.lru_next = t->lru.lru_prev = &t->lru;
+	ubt_check_ctx_from_super(&t->check, &vol->super, !vol->opts.writable);
+	pthread_mutex_init(&t->lock, NULL);
+	return 0;
+}
+
+void ubt_tree_ctx_destroy(struct ubt_tree_ctx *t)
+{
+	if (!t->buckets)
+		return;
+	for (size_t i = 0; i < t->nbuckets; i++) {
+		struct ubt_eb *eb = t->buckets[i];
+		while (eb) {
+			struct ubt_eb *next = eb->hash_next;
+			free(eb);
+			eb = next;
+		}
+	}
+	free(t->buckets);
+	t->buckets = NULL;
+	pthread_mutex_destroy(&t->lock);
+}
+
+static void lru_unlink(struct ubt_eb *eb)
+{
+	if (eb->lru_next) {
+		eb->lru_prev->lru_next = eb->lru_next;
+		eb->lru_next->lru_prev = eb->lru_prev;
+		eb->lru_next = eb->lru_prev = NULL;
+	}
+}
+
+static void hash_unlink(struct ubt_tree_ctx *t, struct ubt_eb *eb)
+{
+	struct ubt_eb **pp = &t->buckets[bucket_of(t, eb->start)];
+
+	while (*pp && *pp != eb)
+		pp = &(*pp)->hash_next;
+	if (*pp)
+		*pp = eb->hash_next;
+}
+
+/* Drop unreferenced blocks, oldest first, until under the limit. Locked. */
+static void evict_locked(struct ubt_tree_ctx *t)
+{
+	while (t->bytes > t->max_bytes && t->lru.lru_next != &t->lru) {
+		struct ubt_eb *eb = t->lru.lru_next;
+		lru_unlink(eb);
+		hash_unlink(t, eb);
+		t->bytes -= eb->len;
+		t->stats.evictions++;
+		free(eb);
+	}
+}
+
+static struct ubt_eb *lookup_locked(struct ubt_tree_ctx *t, uint64_t start)
+{
+	for (struct ubt_eb *eb = t->buckets[bucket_of(t, start)]; eb; eb = eb->hash_next)
+		if (eb->start == start)
+			return eb;
+	return NULL;
+}
+
+void ubt_eb_put(struct ubt_tree_ctx *t, struct ubt_eb *eb)
+{
+	if (!eb)
+		return;
+	pthread_mutex_lock(&t->lock);
+	if (--eb->refs == 0) {
+		/* Most recently used goes to the tail. */
+		eb->lru_prev = t->lru.lru_prev;
+		eb->lru_next = &t->lru;
+		t->lru.lru_prev->lru_next = eb;
+		t->lru.lru_prev = eb;
+		evict_locked(t);
+	}
+	pthread_mutex_unlock(&t->lock);
+}
+
+/* Does a cached block satisfy what this parent expects of it? */
+static int cached_matches(const struct ubt_eb *eb, const struct ubt_block_expect *exp)
+{
+	const struct btrfs_header *h = ubt_eb_header(eb);
+
+	if (exp->generation && btrfs_header_generation(h) != exp->generation)
+		return UBT_CORRUPT(eb->start, "tree block generation %llu, parent expects %llu",
+				   (unsigned long long)btrfs_header_generation(h),
+				   (unsigned long long)exp->generation);
+	if (exp->level >= 0 && btrfs_header_level(h) != exp->level)
+		return UBT_CORRUPT(eb->start, "tree block level %u, parent expects %d",
+				   btrfs_header_level(h), exp->level);
+	if (exp->has_first_key && btrfs_header_nritems(h) > 0) {
+		struct btrfs_key k;
+		if (btrfs_header_level(h) == 0)
+			ubt_eb_item_key(eb, 0, &k);
+		else
+			ubt_eb_node_key(eb, 0, &k);
+		if (btrfs_comp_keys(&k, &exp->first_key) != 0)
+			return UBT_CORRUPT(eb->start, "tree block first key differs from its parent's key");
+	}
+	return 0;
+}
+
+int ubt_read_tree_block(struct ubt_tree_ctx *t, const struct ubt_block_expect *exp,
+			struct ubt_eb **out)
+{
+	uint32_t nodesize = t->vol->nodesize;
+	struct ubt_eb *eb, *other;
+	int copies, ret = -EIO, first_err = 0;
+
+	*out = NULL;
+	if (!UBT_IS_ALIGNED(exp->bytenr, t->vol->sectorsize) || exp->bytenr == 0)
+		return UBT_CORRUPT(exp->bytenr, "tree block address not sector aligned");
+
+	pthread_mutex_lock(&t->lock);
+	eb = lookup_locked(t, exp->bytenr);
+	if (eb) {
+		if (eb->refs++ == 0)
+			lru_unlink(eb);
+		t->stats.hits++;
+	} else {
+		t->stats.misses++;
+	}
+	pthread_mutex_unlock(&t->lock);
+	if (eb) {
+		ret = cached_matches(eb, exp);
+		if (ret) {
+			ubt_eb_put(t, eb);
+			return ret;
+		}
+		*out = eb;
+		return 0;
+	}
+
+	eb = malloc(sizeof(*eb) + nodesize);
+	if (!eb)
+		return -ENOMEM;
+	memset(eb, 0, sizeof(*eb));
+	eb->start = exp->bytenr;
+	eb->len = nodesize;
+	eb->refs = 1;
+
+	copies = ubt_volume_num_copies(t->vol, exp->bytenr);
+	if (copies <= 0) {
+		free(eb);
+		return UBT_CORRUPT(exp->bytenr, "tree block address is not mapped by any chunk");
+	}
+	for (int mirror = 1; mirror <= copies; mirror++) {
+		ret = ubt_volume_read(t->vol, exp->bytenr, eb->data, nodesize, mirror);
+		if (ret == 0)
+			ret = ubt_check_tree_block(&t->check, eb->data, exp);
+		if (ret == 0) {
+			if (mirror > 1)
+				ubt_log(UBT_LOG_WARNING,
+					"tree block %llu: copy %d is good, earlier copies failed",
+					(unsigned long long)exp->bytenr, mirror);
+			break;
+		}
+		if (!first_err)
+			first_err = ret;
+		ubt_log(copies > 1 ? UBT_LOG_WARNING : UBT_LOG_ERROR,
+			"tree block %llu copy %d/%d: %s", (unsigned long long)exp->bytenr, mirror,
+			copies, ubt_strerror(ret));
+	}
+	if (ret) {
+		free(eb);
+		ubt_log(UBT_LOG_ERROR, "tree block %llu: no good copy (%s)",
+			(unsigned long long)exp->bytenr, ubt_strerror(first_err));
+		return first_err;
+	}
+
+	pthread_mutex_lock(&t->lock);
+	other = lookup_locked(t, exp->bytenr);
+	if (other) {
+		/* Another thread won the race; use its copy. */
+		if (other->refs++ == 0)
+			lru_unlink(other);
+		pthread_mutex_unlock(&t->lock);
+		free(eb);
+		*out = other;
+		return 0;
+	}
+	size_t b = bucket_of(t, eb->start);
+	eb->hash_next = t->buckets[b];
+	t->buckets[b] = eb;
+	t->bytes += eb->len;
+	evict_locked(t);
+	pthread_mutex_unlock(&t->lock);
+	*out = eb;
+	return 0;
+}

@@ -1,0 +1,347 @@
+/*
+ * volume layer: the chunk map — logical addresses to device stripes, for
+ * every profile (SINGLE, DUP, RAID0, RAID1, RAID1C3, RAID1C4, RAID10, RAID5,
+ * RAID6), and reads through it, rebuilding RAID5/6 data from parity when the
+ * data stripe's device is missing or a caller asks for another copy.
+ *
+ * Invariants: chunks[] is sorted by start and non-overlapping; every chunk
+ * was validated by ubt_volume_add_chunk() (profile and stripe counts agree,
+ * stripe_len is 64 KiB, lengths are sector aligned), so the mapping
+ * arithmetic below cannot divide by zero or overflow.
+ *
+ * Copies ("mirrors", numbered from 1 as the kernel does): SINGLE/RAID0 have
+ * 1, DUP/RAID1/RAID10 2, RAID1C3 3, RAID1C4 4; RAID5 has 2 (the data, or a
+ * rebuild from P) and RAID6 3 (data, rebuild from P, rebuild from Q).
+ */
+#include "volume.h"
+
+#include "base/base.h"
+#include "volume/raid56.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+const char *ubt_profile_name(uint64_t type)
+{
+	switch (type & BTRFS_BLOCK_GROUP_PROFILE_MASK) {
+	case 0:
+		return "single";
+	case BTRFS_BLOCK_GROUP_DUP:
+		return "DUP";
+	case BTRFS_BLOCK_GROUP_RAID0:
+		return "RAID0";
+	case BTRFS_BLOCK_GROUP_RAID1:
+		return "RAID1";
+	case BTRFS_BLOCK_GROUP_RAID1C3:
+		return "RAID1C3";
+	case BTRFS_BLOCK_GROUP_RAID1C4:
+		return "RAID1C4";
+	case BTRFS_BLOCK_GROUP_RAID10:
+		return "RAID10";
+	case BTRFS_BLOCK_GROUP_RAID5:
+		return "RAID5";
+	case BTRFS_BLOCK_GROUP_RAID6:
+		return "RAID6";
+	default:
+		return "invalid";
+	}
+}
+
+static int nparity(const struct ubt_chunk *c)
+{
+	if (c->type & BTRFS_BLOCK_GROUP_RAID5)
+		return 1;
+	if (c->type & BTRFS_BLOCK_GROUP_RAID6)
+		return 2;
+	return 0;
+}
+
+/* Validate a chunk item the way the kernel's chunk checks do. */
+static int check_chunk(const struct ubt_volume *vol, uint64_t logical,
+		       const struct btrfs_chunk *chunk, uint32_t item_size)
+{
+	uint64_t length = btrfs_chunk_length(chunk);
+	uint64_t type = btrfs_chunk_type(chunk);
+	uint64_t profile = type & BTRFS_BLOCK_GROUP_PROFILE_MASK;
+	uint16_t n = btrfs_chunk_num_stripes(chunk);
+	uint16_t sub = btrfs_chunk_sub_stripes(chunk);
+	uint32_t ss = vol->sectorsize;
+
+	if (n == 0 || item_size != btrfs_chunk_item_size(n))
+		return UBT_CORRUPT(logical, "chunk: item size %u does not hold %u stripes", item_size, n);
+	if (length == 0 || !UBT_IS_ALIGNED(length, ss) || !UBT_IS_ALIGNED(logical, ss))
+		return UBT_CORRUPT(logical, "chunk: start or length %llu not sector aligned",
+				   (unsigned long long)length);
+	if (logical + length < logical)
+		return UBT_CORRUPT(logical, "chunk: end overflows");
+	if (btrfs_chunk_stripe_len(chunk) != BTRFS_STRIPE_LEN)
+		return UBT_CORRUPT(logical, "chunk: stripe_len %llu is not 64 KiB",
+				   (unsigned long long)btrfs_chunk_stripe_len(chunk));
+	if (!(type & BTRFS_BLOCK_GROUP_TYPE_MASK) ||
+	    (type & ~(BTRFS_BLOCK_GROUP_TYPE_MASK | BTRFS_BLOCK_GROUP_PROFILE_MASK)))
+		return UBT_CORRUPT(logical, "chunk: bad type 0x%llx", (unsigned long long)type);
+	if (profile & (profile - 1))
+		return UBT_CORRUPT(logical, "chunk: several profiles in type 0x%llx",
+				   (unsigned long long)type);
+	if ((profile == BTRFS_BLOCK_GROUP_RAID10 && (sub != 2 || n < 2 || n % 2)) ||
+	    (profile == BTRFS_BLOCK_GROUP_RAID1 && n != 2) ||
+	    (profile == BTRFS_BLOCK_GROUP_RAID1C3 && n != 3) ||
+	    (profile == BTRFS_BLOCK_GROUP_RAID1C4 && n != 4) ||
+	    (profile == BTRFS_BLOCK_GROUP_RAID5 && n < 2) ||
+	    (profile == BTRFS_BLOCK_GROUP_RAID6 && n < 3) ||
+	    (profile == BTRFS_BLOCK_GROUP_DUP && n != 2) ||
+	    (profile == 0 && n != 1))
+		return UBT_CORRUPT(logical, "chunk: %u stripes (sub_stripes %u) invalid for %s", n, sub,
+				   ubt_profile_name(type));
+	for (uint16_t i = 0; i < n; i++) {
+		uint64_t off = btrfs_stripe_offset_nr(chunk, i);
+		if (!UBT_IS_ALIGNED(off, ss))
+			return UBT_CORRUPT(logical, "chunk: stripe %u offset %llu not sector aligned", i,
+					   (unsigned long long)off);
+	}
+	return 0;
+}
+
+static bool same_chunk(const struct ubt_chunk *a, uint64_t logical, const struct btrfs_chunk *c)
+{
+	if (a->start != logical || a->length != btrfs_chunk_length(c) ||
+	    a->type != btrfs_chunk_type(c) || a->num_stripes != btrfs_chunk_num_stripes(c))
+		return false;
+	for (uint16_t i = 0; i < a->num_stripes; i++)
+		if (a->stripes[i].devid != btrfs_stripe_devid_nr(c, i) ||
+		    a->stripes[i].physical != btrfs_stripe_offset_nr(c, i))
+			return false;
+	return true;
+}
+
+int ubt_volume_add_chunk(struct ubt_volume *vol, uint64_t logical, const struct btrfs_chunk *chunk,
+			 uint32_t item_size)
+{
+	struct ubt_chunk *c;
+	size_t pos = 0;
+	int ret;
+
+	ret = check_chunk(vol, logical, chunk, item_size);
+	if (ret)
+		return ret;
+	uint64_t length = btrfs_chunk_length(chunk);
+	while (pos < vol->nchunks && vol->chunks[pos]->start < logical)
+		pos++;
+	if (pos < vol->nchunks && same_chunk(vol->chunks[pos], logical, chunk))
+		return 0;	/* a system chunk seen in the array and the tree */
+	if ((pos > 0 && vol->chunks[pos - 1]->start + vol->chunks[pos - 1]->length > logical) ||
+	    (pos < vol->nchunks && logical + length > vol->chunks[pos]->start))
+		return UBT_CORRUPT(logical, "chunk overlaps another chunk");
+	if (vol->nchunks == vol->chunks_cap) {
+		size_t cap = vol->chunks_cap ? vol->chunks_cap * 2 : 16;
+		struct ubt_chunk **a = realloc(vol->chunks, cap * sizeof(*a));
+		if (!a)
+			return -ENOMEM;
+		vol->chunks = a;
+		vol->chunks_cap = cap;
+	}
+	uint16_t n = btrfs_chunk_num_stripes(chunk);
+	c = calloc(1, sizeof(*c) + n * sizeof(c->stripes[0]));
+	if (!c)
+		return -ENOMEM;
+	c->start = logical;
+	c->length = length;
+	c->type = btrfs_chunk_type(chunk);
+	c->stripe_len = btrfs_chunk_stripe_len(chunk);
+	c->num_stripes = n;
+	c->sub_stripes = btrfs_chunk_sub_stripes(chunk);
+	for (uint16_t i = 0; i < n; i++) {
+		c->stripes[i].devid = btrfs_stripe_devid_nr(chunk, i);
+		c->stripes[i].physical = btrfs_stripe_offset_nr(chunk, i);
+		c->stripes[i].dev = NULL;
+	}
+	memmove(&vol->chunks[pos + 1], &vol->chunks[pos], (vol->nchunks - pos) * sizeof(c));
+	vol->chunks[pos] = c;
+	vol->nchunks++;
+	/* Until ubt_volume_finish() binds everything, bind what we know so the
+	 * system chunks can be read while the chunk tree loads. */
+	for (uint16_t i = 0; i < n; i++)
+		for (size_t d = 0; d < vol->ndevices; d++)
+			if (vol->devices[d].devid == c->stripes[i].devid && vol->devices[d].bd)
+				c->stripes[i].dev = &vol->devices[d];
+	return 0;
+}
+
+const struct ubt_chunk *ubt_volume_find_chunk(const struct ubt_volume *vol, uint64_t logical)
+{
+	size_t lo = 0, hi = vol->nchunks;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		const struct ubt_chunk *c = vol->chunks[mid];
+		if (logical < c->start)
+			hi = mid;
+		else if (logical >= c->start + c->length)
+			lo = mid + 1;
+		else
+			return c;
+	}
+	return NULL;
+}
+
+static int chunk_num_copies(const struct ubt_chunk *c)
+{
+	switch (c->type & BTRFS_BLOCK_GROUP_PROFILE_MASK) {
+	case BTRFS_BLOCK_GROUP_DUP:
+	case BTRFS_BLOCK_GROUP_RAID1:
+	case BTRFS_BLOCK_GROUP_RAID10:
+		return 2;
+	case BTRFS_BLOCK_GROUP_RAID1C3:
+		return 3;
+	case BTRFS_BLOCK_GROUP_RAID1C4:
+		return 4;
+	case BTRFS_BLOCK_GROUP_RAID5:
+		return 2;
+	case BTRFS_BLOCK_GROUP_RAID6:
+		return 3;
+	default:
+		return 1;
+	}
+}
+
+int ubt_volume_num_copies(const struct ubt_volume *vol, uint64_t logical)
+{
+	const struct ubt_chunk *c = ubt_volume_find_chunk(vol, logical);
+	return c ? chunk_num_copies(c) : 0;
+}
+
+static int read_stripe(const struct ubt_stripe_map *s, uint64_t physical, void *buf, size_t len)
+{
+	if (!s->dev || !s->dev->bd)
+		return -EIO;
+	int ret = ubt_bdev_read(s->dev->bd, buf, len, physical);
+	if (ret)
+		ubt_log(UBT_LOG_WARNING, "read error on %s at %llu (+%zu): %s", s->dev->path,
+			(unsigned long long)physical, len, ubt_strerror(ret));
+	return ret;
+}
+
+/*
+ * RAID5/6: read `len` bytes at `off` within the chunk where the range stays
+ * inside one stripe element.  mirror 1 reads the data stripe; 2 rebuilds it
+ * from the other data stripes and P; 3 (RAID6) from the others and Q.
+ */
+static int read_raid56(const struct ubt_chunk *c, uint64_t off, void *buf, size_t len, int mirror)
+{
+	int np = nparity(c);
+	int ndata = c->num_stripes - np;
+	uint64_t full_len = (uint64_t)ndata * c->stripe_len;
+	uint64_t full_nr = off / full_len;
+	uint64_t in_full = off % full_len;
+	int data_idx = (int)(in_full / c->stripe_len);
+	uint64_t in_stripe = in_full % c->stripe_len;
+	uint64_t dev_off = full_nr * c->stripe_len + in_stripe;
+	/* Stripes rotate by one device per full stripe. */
+#define DEV_OF(k) ((int)((full_nr + (uint64_t)(k)) % c->num_stripes))
+	int ret;
+
+	if (mirror == 1)
+		return read_stripe(&c->stripes[DEV_OF(data_idx)],
+				   c->stripes[DEV_OF(data_idx)].physical + dev_off, buf, len);
+	if (mirror > 1 + np)
+		return -EINVAL;
+
+	/* Rebuild: read every other stripe element of this row. */
+	uint8_t *rows = malloc((size_t)c->num_stripes * len);
+	uint8_t **ptrs = malloc(sizeof(*ptrs) * (size_t)c->num_stripes);
+	if (!rows || !ptrs) {
+		free(rows);
+		free(ptrs);
+		return -ENOMEM;
+	}
+	for (int k = 0; k < c->num_stripes; k++)
+		ptrs[k] = rows + (size_t)k * len;
+	for (int k = 0; k < c->num_stripes; k++) {
+		if (k == data_idx)
+			continue;
+		if (np == 2 && k == ndata + (mirror == 2 ? 1 : 0))
+			continue;	/* the parity we are not using */
+		const struct ubt_stripe_map *s = &c->stripes[DEV_OF(k)];
+		ret = read_stripe(s, s->physical + dev_off, ptrs[k], len);
+		if (ret)
+			goto out;
+	}
+	if (np == 1)
+		ret = ubt_raid5_recover((size_t)ndata, len, ptrs, ptrs[ndata], data_idx);
+	else if (mirror == 2)
+		ret = ubt_raid6_recover((size_t)ndata, len, ptrs, ptrs[ndata], ptrs[ndata + 1],
+					data_idx, ndata + 1);
+	else
+		ret = ubt_raid6_recover((size_t)ndata, len, ptrs, ptrs[ndata], ptrs[ndata + 1],
+					data_idx, ndata);
+	if (!ret)
+		memcpy(buf, ptrs[data_idx], len);
+out:
+#undef DEV_OF
+	free(rows);
+	free(ptrs);
+	return ret;
+}
+
+/* Read within one stripe element of chunk c (no stripe boundary inside). */
+static int read_in_chunk(const struct ubt_chunk *c, uint64_t off, void *buf, size_t len, int mirror)
+{
+	uint64_t profile = c->type & BTRFS_BLOCK_GROUP_PROFILE_MASK;
+	uint64_t stripe_nr = off / c->stripe_len;
+	uint64_t in_stripe = off % c->stripe_len;
+	const struct ubt_stripe_map *s;
+
+	switch (profile) {
+	case 0:
+		s = &c->stripes[0];
+		return read_stripe(s, s->physical + off, buf, len);
+	case BTRFS_BLOCK_GROUP_DUP:
+	case BTRFS_BLOCK_GROUP_RAID1:
+	case BTRFS_BLOCK_GROUP_RAID1C3:
+	case BTRFS_BLOCK_GROUP_RAID1C4:
+		s = &c->stripes[mirror - 1];
+		return read_stripe(s, s->physical + off, buf, len);
+	case BTRFS_BLOCK_GROUP_RAID0: {
+		uint64_t idx = stripe_nr % c->num_stripes;
+		uint64_t row = stripe_nr / c->num_stripes;
+		s = &c->stripes[idx];
+		return read_stripe(s, s->physical + row * c->stripe_len + in_stripe, buf, len);
+	}
+	case BTRFS_BLOCK_GROUP_RAID10: {
+		uint64_t groups = (uint64_t)c->num_stripes / c->sub_stripes;
+		uint64_t idx = (stripe_nr % groups) * c->sub_stripes + (uint64_t)(mirror - 1);
+		uint64_t row = stripe_nr / groups;
+		s = &c->stripes[idx];
+		return read_stripe(s, s->physical + row * c->stripe_len + in_stripe, buf, len);
+	}
+	case BTRFS_BLOCK_GROUP_RAID5:
+	case BTRFS_BLOCK_GROUP_RAID6:
+		return read_raid56(c, off, buf, len, mirror);
+	default:
+		return -EUCLEAN;
+	}
+}
+
+int ubt_volume_read(struct ubt_volume *vol, uint64_t logical, void *buf, size_t len, int mirror)
+{
+	uint8_t *p = buf;
+
+	while (len) {
+		const struct ubt_chunk *c = ubt_volume_find_chunk(vol, logical);
+		if (!c)
+			return UBT_CORRUPT(logical, "logical address is not mapped by any chunk");
+		if (mirror < 1 || mirror > chunk_num_copies(c))
+			return -EINVAL;
+		uint64_t off = logical - c->start;
+		uint64_t room = c->stripe_len - off % c->stripe_len;
+		size_t n = (size_t)UBT_MIN((uint64_t)len, room);
+		n = (size_t)UBT_MIN((uint64_t)n, c->length - off);
+		int ret = read_in_chunk(c, off, p, n, mirror);
+		if (ret)
+			return ret;
+		p += n;
+		logical += n;
+		len -= n;
+	}
+	return 0;
+}
