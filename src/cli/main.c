@@ -18,6 +18,8 @@
 const struct cli_cmd cli_inspect_commands[] = {
 	{ "dump-super", NULL, "print superblock fields as btrfs inspect-internal dump-super",
 	  cmd_inspect_dump_super_usage, cmd_inspect_dump_super, NULL },
+	{ "dump-tree", NULL, "print trees as btrfs inspect-internal dump-tree",
+	  cmd_inspect_dump_tree_usage, cmd_inspect_dump_tree, NULL },
 	{ NULL, NULL, NULL, NULL, NULL, NULL },
 };
 

@@ -165,4 +165,13 @@ void ubt_iter_end(struct ubt_iter *it);
 int ubt_search_le(struct ubt_tree_ctx *t, const struct ubt_root_ref *root,
 		  const struct btrfs_key *key, struct ubt_path *path);
 
+/* ---- dump-tree --------------------------------------------------------- */
+
+struct ubt_print_ctx;
+/* Print every block of a tree, depth first (read errors are listed). */
+int ubt_dump_tree(struct ubt_tree_ctx *t, const struct ubt_root_ref *root,
+		  const struct ubt_print_ctx *pc);
+/* Print one block, read without parent expectations. */
+int ubt_dump_block(struct ubt_tree_ctx *t, uint64_t bytenr, const struct ubt_print_ctx *pc);
+
 #endif /* UBTRFS_TREE_H */
