@@ -28,6 +28,12 @@ TOOLS=(
 	"inspect dump-super -a -F -f {}|inspect-internal dump-super -a -F -f {}"
 	"inspect dump-super -F -f {}|inspect-internal dump-super -F -f {}"
 	"inspect dump-super -s 1 -f {}|inspect-internal dump-super -s 1 -f {}"
+	"inspect dump-tree {}"
+	"inspect dump-tree -t fs {}"
+	"ls -R -l {}"
+	"subvolume list {}"
+	"filesystem show {}"
+	"filesystem df {}"
 )
 TOOL_TIMEOUT=${TOOL_TIMEOUT:-10}
 # UBTRFS_IMAGES_FILTER=REGEX (bash =~) runs only the images whose path matches.
