@@ -28,7 +28,14 @@
  *     concatenated.
  * Stricter than the kernel: a zstd frame cut short (input exhausted before
  * the frame ends and before out is full) is -EIO, as it is for zlib; the
- * kernel would zero-fill it.
+ * kernel would zero-fill it.  More lenient: the kernel's inline LZO reader
+ * also wants exactly one segment and a total equal to the inline size.
+ *
+ * On write the output is what the kernel reads, not byte-identical to what
+ * it writes: zlib here deflates in one call (the kernel syncs-flushes per
+ * page), zstd compresses in one call with the window capped at 128 KiB and
+ * the content size recorded, LZO uses liblzo2's LZO1X-1 with the kernel's
+ * exact framing and padding.
  *
  * Locks: none.  liblzo2 is initialised once through pthread_once.
  * SIMD/ISA notes: none needed; the codec libraries carry their own.

@@ -81,6 +81,12 @@ int ubt_decompress_range(int type, const void *in, size_t in_len, size_t sectors
  * wants a regular extent to save at least one sector: see
  * ubt_compress_worthwhile()).  -EINVAL bad arguments or level, -EOPNOTSUPP
  * unknown type (including NONE), -ENOMEM, -EIO library failure.
+ *
+ * A regular extent stores the result zero-padded to the sector size.  An
+ * inline LZO extent must be a single segment with no trailing padding (the
+ * kernel's inline reader wants total == 8 + segment length == item data
+ * size): that holds when in_len <= sectorsize and *out_len equals 8 plus the
+ * segment length stored at byte 4; otherwise do not inline it.
  */
 int ubt_compress(int type, int level, const void *in, size_t in_len, void *out, size_t out_cap,
 		 size_t sectorsize, size_t *out_len);

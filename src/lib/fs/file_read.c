@@ -195,6 +195,9 @@ static int read_extent_part(struct ubt_fs *fs, const struct ubt_inode *in,
 				dst[p - a] = (p - x->file_start) < avail ? x->inline_data[p - x->file_start] : 0;
 			return 0;
 		}
+		if (x->ram_bytes > UBT_MAX_UNCOMPRESSED)
+			return UBT_CORRUPT(0, "inline compressed extent of %llu bytes",
+					   (unsigned long long)x->ram_bytes);
 		return ubt_decompress_range(x->compression, x->inline_data, x->inline_len, ss,
 					    a - x->file_start, dst, (size_t)(b - a), NULL);
 	}
@@ -207,6 +210,13 @@ static int read_extent_part(struct ubt_fs *fs, const struct ubt_inode *in,
 		    !UBT_IS_ALIGNED(x->disk_num_bytes, ss))
 			return UBT_CORRUPT(x->disk_bytenr, "compressed extent of %llu bytes",
 					   (unsigned long long)x->disk_num_bytes);
+		if (x->ram_bytes > UBT_MAX_UNCOMPRESSED ||
+		    x->offset + (x->file_end - x->file_start) > x->ram_bytes)
+			return UBT_CORRUPT(x->disk_bytenr,
+					   "compressed extent reference [%llu, +%llu) outside ram_bytes %llu",
+					   (unsigned long long)x->offset,
+					   (unsigned long long)(x->file_end - x->file_start),
+					   (unsigned long long)x->ram_bytes);
 		uint8_t *cbuf = malloc((size_t)x->disk_num_bytes);
 		if (!cbuf)
 			return -ENOMEM;
