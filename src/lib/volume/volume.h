@@ -139,6 +139,9 @@ struct ubt_volume {
 int ubt_volume_open(const char *const *paths, size_t npaths, const struct ubt_volume_opts *opts,
 		    struct ubt_volume **out);
 void ubt_volume_close(struct ubt_volume *vol);
+/* Map the chunks of vol->super's system chunk array (done by open; exposed
+ * for the fuzz harness). */
+int ubt_volume_load_sys_array(struct ubt_volume *vol);
 
 /* Validate and add one CHUNK_ITEM (logical start = key offset).  Duplicate
  * chunks identical to an existing one (system chunks) are accepted once. */

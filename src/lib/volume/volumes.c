@@ -132,7 +132,7 @@ fail:
 }
 
 /* Map the system chunks listed in the superblock (bounds-checked walk). */
-static int load_sys_chunk_array(struct ubt_volume *vol)
+int ubt_volume_load_sys_array(struct ubt_volume *vol)
 {
 	const struct btrfs_super_block *sb = &vol->super;
 	const uint8_t *arr = sb->sys_chunk_array;
@@ -196,7 +196,7 @@ int ubt_volume_open(const char *const *paths, size_t npaths, const struct ubt_vo
 	vol->nodesize = btrfs_super_nodesize(&vol->super);
 	vol->csum_type = btrfs_super_csum_type(&vol->super);
 	vol->csum_size = (uint32_t)ubt_csum_size(vol->csum_type);
-	ret = load_sys_chunk_array(vol);
+	ret = ubt_volume_load_sys_array(vol);
 	if (ret)
 		goto fail;
 	*out = vol;
