@@ -38,7 +38,6 @@ int ubt_tree_ctx_init(struct ubt_tree_ctx *t, struct ubt_volume *vol, uint64_t c
 	t->buckets = calloc(t->nbuckets, sizeof(*t->buckets));
 	if (!t->buckets)
 		return -ENOMEM;
-	t->lru.lru_next = t->lru.lru_prev = &t->lru;
 	ubt_check_ctx_from_super(&t->check, &vol->super, !vol->opts.writable);
 	pthread_mutex_init(&t->lock, NULL);
 	return 0;
@@ -61,13 +60,32 @@ void ubt_tree_ctx_destroy(struct ubt_tree_ctx *t)
 	pthread_mutex_destroy(&t->lock);
 }
 
-static void lru_unlink(struct ubt_eb *eb)
+static void lru_unlink(struct ubt_tree_ctx *t, struct ubt_eb *eb)
 {
-	if (eb->lru_next) {
+	if (!eb->on_lru)
+		return;
+	if (eb->lru_prev)
 		eb->lru_prev->lru_next = eb->lru_next;
+	else
+		t->lru_oldest = eb->lru_next;
+	if (eb->lru_next)
 		eb->lru_next->lru_prev = eb->lru_prev;
-		eb->lru_next = eb->lru_prev = NULL;
-	}
+	else
+		t->lru_newest = eb->lru_prev;
+	eb->lru_next = eb->lru_prev = NULL;
+	eb->on_lru = false;
+}
+
+static void lru_push_newest(struct ubt_tree_ctx *t, struct ubt_eb *eb)
+{
+	eb->lru_prev = t->lru_newest;
+	eb->lru_next = NULL;
+	if (t->lru_newest)
+		t->lru_newest->lru_next = eb;
+	else
+		t->lru_oldest = eb;
+	t->lru_newest = eb;
+	eb->on_lru = true;
 }
 
 static void hash_unlink(struct ubt_tree_ctx *t, struct ubt_eb *eb)
@@ -83,9 +101,9 @@ static void hash_unlink(struct ubt_tree_ctx *t, struct ubt_eb *eb)
 /* Drop unreferenced blocks, oldest first, until under the limit. Locked. */
 static void evict_locked(struct ubt_tree_ctx *t)
 {
-	while (t->bytes > t->max_bytes && t->lru.lru_next != &t->lru) {
-		struct ubt_eb *eb = t->lru.lru_next;
-		lru_unlink(eb);
+	while (t->bytes > t->max_bytes && t->lru_oldest) {
+		struct ubt_eb *eb = t->lru_oldest;
+		lru_unlink(t, eb);
 		hash_unlink(t, eb);
 		t->bytes -= eb->len;
 		t->stats.evictions++;
@@ -107,11 +125,7 @@ void ubt_eb_put(struct ubt_tree_ctx *t, struct ubt_eb *eb)
 		return;
 	pthread_mutex_lock(&t->lock);
 	if (--eb->refs == 0) {
-		/* Most recently used goes to the tail. */
-		eb->lru_prev = t->lru.lru_prev;
-		eb->lru_next = &t->lru;
-		t->lru.lru_prev->lru_next = eb;
-		t->lru.lru_prev = eb;
+		lru_push_newest(t, eb);
 		evict_locked(t);
 	}
 	pthread_mutex_unlock(&t->lock);
@@ -156,7 +170,7 @@ int ubt_read_tree_block(struct ubt_tree_ctx *t, const struct ubt_block_expect *e
 	eb = lookup_locked(t, exp->bytenr);
 	if (eb) {
 		if (eb->refs++ == 0)
-			lru_unlink(eb);
+			lru_unlink(t, eb);
 		t->stats.hits++;
 	} else {
 		t->stats.misses++;
@@ -214,7 +228,7 @@ int ubt_read_tree_block(struct ubt_tree_ctx *t, const struct ubt_block_expect *e
 	if (other) {
 		/* Another thread won the race; use its copy. */
 		if (other->refs++ == 0)
-			lru_unlink(other);
+			lru_unlink(t, other);
 		pthread_mutex_unlock(&t->lock);
 		free(eb);
 		*out = other;

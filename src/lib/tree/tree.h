@@ -26,6 +26,7 @@ struct ubt_eb {
 	int refs;		/* protected by the cache mutex */
 	struct ubt_eb *hash_next;
 	struct ubt_eb *lru_prev, *lru_next;
+	bool on_lru;
 	uint8_t data[];
 };
 
@@ -39,7 +40,7 @@ struct ubt_tree_ctx {
 	pthread_mutex_t lock;
 	struct ubt_eb **buckets;
 	size_t nbuckets;
-	struct ubt_eb lru;	/* sentinel: lru.lru_next is the oldest unused */
+	struct ubt_eb *lru_oldest, *lru_newest;	/* unreferenced blocks */
 	uint64_t bytes, max_bytes;
 	struct ubt_tree_stats stats;
 };
