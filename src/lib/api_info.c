@@ -351,7 +351,8 @@ int ubtrfs_subvol_list(ubtrfs_fs *f, int (*fn)(void *ctx, const struct ubtrfs_su
 	ubt_iter_end(&it);
 	if (ret < 0)
 		goto out;
-	qsort(ids, n, sizeof(*ids), cmp_u64);
+	if (n)
+		qsort(ids, n, sizeof(*ids), cmp_u64);
 	ret = 0;
 	for (size_t i = 0; i < n && ret == 0; i++) {
 		const struct ubt_subvol *sv;

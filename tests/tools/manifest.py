@@ -2,7 +2,8 @@
 """Canonical, byte-stable description of a directory tree.
 
     manifest.py DIR [options]          print the manifest of DIR
-    manifest.py --diff A B [--paths]   compare two manifest files
+    manifest.py --diff A B [--paths] [--wildcards]
+                                       compare two manifest files
 
 One line per entry: the root first (path "."), then every other entry sorted
 bytewise by its relative path.  Symlinks are never followed.  Every entry is
@@ -31,7 +32,9 @@ numbers.  Xattr values are hex (empty value: "xattr:user.x=").
 
 btrfs shows a nested subvolume inside a snapshot as an empty directory with
 inode number 2 whose times the kernel invents each time it loads it; such
-entries (directories with st_ino 2 other than the root) print "*" as times.
+entries (directories other than the root whose st_ino is 2, or (V << 40) | 2
+as a ubtrfs FUSE mount numbers them in another subvolume V) print "*" as
+times.
 
 Options:
     --no-atime       leave out atime
@@ -39,6 +42,18 @@ Options:
     --no-dir-size    leave out the size of directories
     --blocks         add st_blocks (--no-blocks, the default, leaves it out)
     --inodes         add inode numbers
+    --subvol-inodes ID
+                     DIR is a kernel btrfs mount of the subvolume with id ID
+                     (5 for the top level): print inode numbers the way a
+                     ubtrfs FUSE mount of that subvolume does, i.e. ino for
+                     entries of subvolume ID and (V << 40) | ino for entries
+                     of any other subvolume V.  The subvolume of an entry is
+                     found from its st_dev (the kernel gives each subvolume
+                     its own), looked up once per st_dev on the subvolume's
+                     root with BTRFS_IOC_INO_LOOKUP (no privilege needed);
+                     a nested-subvolume placeholder (inode 2) counts as
+                     part of its parent directory's subvolume.  Implies
+                     --inodes.
     --flags          add the inode flags (FS_IOC_GETFLAGS, as chattr) of
                      regular files and directories ("-" if unsupported)
     --holes          add the data ranges of regular files (SEEK_DATA/HOLE)
@@ -49,7 +64,11 @@ Options:
 
 --diff A B prints, per path that differs, "- LINE" (in A) and/or "+ LINE" (in
 B) and exits 1 if anything differs, 0 if not; with --paths it prints only the
-differing (escaped) paths.  Exit status 2 means an error.
+differing (escaped) paths.  With --wildcards a field whose value is "*" in
+one file matches any value of the same field in the other (times only: the
+invented times
+of a nested-subvolume placeholder against a copy of it that has real times).
+Exit status 2 means an error.
 """
 
 import argparse
@@ -67,6 +86,12 @@ _ESCAPE = [chr(c) if 0x21 <= c <= 0x7E and c != 0x5C else "\\x%02x" % c
 
 FS_IOC_GETFLAGS = 0x80086601
 EMPTY_SUBVOL_DIR_INO = 2
+# _IOWR(0x94, 18, struct btrfs_ioctl_ino_lookup_args), the struct is 4096 bytes:
+# u64 treeid, u64 objectid, char name[4080].
+BTRFS_IOC_INO_LOOKUP = 0xD0009412
+BTRFS_FIRST_FREE_OBJECTID = 256
+SUBVOL_INO_SHIFT = 40
+SUBVOL_INO_MASK = (1 << SUBVOL_INO_SHIFT) - 1
 
 
 def escape(raw: bytes) -> str:
@@ -129,6 +154,58 @@ def collect(root: bytes, patterns):
     head, rest = entries[0], entries[1:]
     rest.sort(key=lambda e: e[0])
     return [head] + rest
+
+
+def btrfs_subvol_id(path: bytes) -> int:
+    """Id of the btrfs subvolume holding directory path (treeid 0 means
+    "the subvolume of this fd"; objectid 256 needs no CAP_SYS_ADMIN)."""
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+    try:
+        args = bytearray(4096)
+        struct.pack_into("=QQ", args, 0, 0, BTRFS_FIRST_FREE_OBJECTID)
+        fcntl.ioctl(fd, BTRFS_IOC_INO_LOOKUP, args, True)
+        return struct.unpack_from("=Q", args, 0)[0]
+    finally:
+        os.close(fd)
+
+
+class SubvolInodes:
+    """Maps (st_dev, st_ino) of a kernel btrfs mount to ubtrfs's numbers."""
+
+    def __init__(self, root: bytes, mounted: int):
+        self.root = root
+        self.mounted = mounted
+        self.dev_to_id = {}
+        self.dir_id = {}
+
+    def ino(self, rel: bytes, st) -> int:
+        if stat.S_ISDIR(st.st_mode) and rel != b"." and \
+                st.st_ino == EMPTY_SUBVOL_DIR_INO:
+            # A nested-subvolume placeholder: the kernel gives it no
+            # subvolume of its own (its st_dev is the superblock's); it
+            # belongs to its parent directory's subvolume.
+            parent = rel.rpartition(b"/")[0] or b"."
+            sid = self.dir_id[parent]
+        else:
+            sid = self.subvol_of(rel, st)
+        if stat.S_ISDIR(st.st_mode):
+            self.dir_id[rel] = sid
+        if sid == self.mounted:
+            return st.st_ino
+        return (sid << SUBVOL_INO_SHIFT) | st.st_ino
+
+    def subvol_of(self, rel: bytes, st) -> int:
+        sid = self.dev_to_id.get(st.st_dev)
+        if sid is None:
+            # The first entry of a subvolume (in manifest order, parents
+            # before children) is its root directory.
+            if not stat.S_ISDIR(st.st_mode):
+                raise OSError(errno.EINVAL, "no subvolume root seen for "
+                              "st_dev %d" % st.st_dev, os.fsdecode(rel))
+            full = self.root if rel == b"." else self.root + b"/" + rel
+            sid = btrfs_subvol_id(full)
+            self.dev_to_id[st.st_dev] = sid
+        return sid
 
 
 def open_noatime(path: bytes, extra: int = 0) -> int:
@@ -210,6 +287,9 @@ def xattrs(path: bytes):
 
 def manifest_lines(root: bytes, opts):
     entries = collect(root, opts.exclude)
+    inomap = None
+    if opts.subvol_inodes is not None:
+        inomap = SubvolInodes(root, opts.subvol_inodes)
     first_link = {}
     for rel, st in entries:
         if not stat.S_ISDIR(st.st_mode) and st.st_nlink > 1:
@@ -227,7 +307,7 @@ def manifest_lines(root: bytes, opts):
         if kind in "cb":
             f.append("rdev=%d:%d" % (os.major(st.st_rdev), os.minor(st.st_rdev)))
         invented = (kind == "d" and rel != b"." and
-                    st.st_ino == EMPTY_SUBVOL_DIR_INO)
+                    st.st_ino & SUBVOL_INO_MASK == EMPTY_SUBVOL_DIR_INO)
         t = (lambda ns: "*") if invented else fmt_time
         if opts.atime:
             f.append("atime=" + t(st.st_atime_ns))
@@ -236,7 +316,9 @@ def manifest_lines(root: bytes, opts):
             f.append("ctime=" + t(st.st_ctime_ns))
         if opts.blocks:
             f.append("blocks=%d" % st.st_blocks)
-        if opts.inodes:
+        if inomap is not None:
+            f.append("ino=%d" % inomap.ino(rel, st))
+        elif opts.inodes:
             f.append("ino=%d" % st.st_ino)
         if opts.flags and kind in "fd":
             f.append("flags=" + inode_flags(full, kind == "d"))
@@ -268,7 +350,26 @@ def read_manifest(path):
     return entries, order
 
 
-def diff(a, b, paths_only, out):
+WILD_FIELDS = ("atime", "mtime", "ctime")
+
+
+def same_with_wildcards(la, lb):
+    """Lines equal field by field, a time field valued "*" matching any
+    value of the same field."""
+    fa, fb = la.split(" "), lb.split(" ")
+    if len(fa) != len(fb):
+        return False
+    for x, y in zip(fa, fb):
+        if x == y:
+            continue
+        nx, _, vx = x.partition("=")
+        ny, _, vy = y.partition("=")
+        if nx != ny or nx not in WILD_FIELDS or "*" not in (vx, vy):
+            return False
+    return True
+
+
+def diff(a, b, paths_only, out, wildcards=False):
     ea, oa = read_manifest(a)
     eb, ob = read_manifest(b)
     keys = oa + [k for k in ob if k not in ea]
@@ -277,6 +378,9 @@ def diff(a, b, paths_only, out):
     for k in keys:
         la, lb = ea.get(k), eb.get(k)
         if la == lb:
+            continue
+        if wildcards and la is not None and lb is not None and \
+                same_with_wildcards(la, lb):
             continue
         differ = True
         if paths_only:
@@ -297,12 +401,17 @@ def main(argv):
     p.add_argument("--diff", nargs=2, metavar=("A", "B"))
     p.add_argument("--paths", action="store_true",
                    help="with --diff: print only the differing paths")
+    p.add_argument("--wildcards", action="store_true",
+                   help="with --diff: a field valued * matches any value")
     p.add_argument("--no-atime", dest="atime", action="store_false")
     p.add_argument("--no-ctime", dest="ctime", action="store_false")
     p.add_argument("--no-dir-size", dest="dir_size", action="store_false")
     p.add_argument("--blocks", dest="blocks", action="store_true")
     p.add_argument("--no-blocks", dest="blocks", action="store_false")
     p.add_argument("--inodes", action="store_true")
+    p.add_argument("--subvol-inodes", type=int, metavar="ID",
+                   help="kernel btrfs mount of subvolume ID: number inodes "
+                        "of other subvolumes V as (V << 40) | ino")
     p.add_argument("--flags", action="store_true")
     p.add_argument("--holes", action="store_true")
     p.add_argument("--exclude", action="append", default=[], metavar="PAT")
@@ -315,7 +424,8 @@ def main(argv):
         if opts.diff:
             if opts.dir:
                 p.error("--diff takes no DIR")
-            return diff(opts.diff[0], opts.diff[1], opts.paths, out)
+            return diff(opts.diff[0], opts.diff[1], opts.paths, out,
+                        opts.wildcards)
         if not opts.dir:
             p.error("DIR is required")
         root = os.fsencode(opts.dir)

@@ -22,8 +22,9 @@
  * Locks: none.
  *
  * Where progs 6.2 has undefined behaviour on damaged items (a ROOT_ITEM
- * larger than the structure, a ROOT_REF name longer than 255 bytes, a time
- * that localtime() cannot convert) we print a clamped, deterministic form.
+ * larger than the structure, a ROOT_REF name longer than 255 bytes, bytes
+ * past the block end) we print a clamped, deterministic form.  A time that
+ * localtime() cannot convert prints what glibc leaves behind (out_timespec).
  */
 #include "tree/print.h"
 
@@ -46,6 +47,8 @@ struct pout {
 	const uint8_t *blk;	/* the block */
 	uint32_t size;		/* its size (ctx->nodesize) */
 	uint64_t bytenr;	/* header bytenr, for messages */
+	struct tm last_tm;	/* the previous time conversion (see out_timespec) */
+	long last_gmtoff;
 	size_t len;
 	char buf[OUT_BUF_SIZE];
 };
@@ -329,18 +332,63 @@ static int hide_names(const struct pout *o)
 	return (o->ctx->flags & UBT_PRINT_HIDE_NAMES) != 0;
 }
 
-/* "<prefix><sec>.<nsec> (YYYY-mm-dd HH:MM:SS)\n" in local time. */
+/*
+ * What glibc's localtime_r() leaves in *tm when the year overflows an int
+ * (it returns NULL, but has already stored the time of day and the
+ * truncated year; month and day keep their old values).  progs formats that
+ * struct anyway, so damaged timestamps print as "-869343088-01-01 22:06:56".
+ * Same arithmetic as glibc's __offtime(), with 64-bit long int.
+ */
+#define TM_DIV(a, b) ((a) / (b) - ((a) % (b) < 0))
+#define TM_LEAPS(y) (TM_DIV(y, 4) - TM_DIV(y, 100) + TM_DIV(y, 400))
+#define TM_ISLEAP(y) ((y) % 4 == 0 && ((y) % 100 != 0 || (y) % 400 == 0))
+
+static void tm_overflow(int64_t t, long gmtoff, struct tm *tm)
+{
+	const int64_t day = 86400;
+	int64_t days = t / day, rem = t % day + gmtoff, y = 1970;
+
+	while (rem < 0) {
+		rem += day;
+		days--;
+	}
+	while (rem >= day) {
+		rem -= day;
+		days++;
+	}
+	tm->tm_hour = (int)(rem / 3600);
+	rem %= 3600;
+	tm->tm_min = (int)(rem / 60);
+	tm->tm_sec = (int)(rem % 60);
+	while (days < 0 || days >= (TM_ISLEAP(y) ? 366 : 365)) {
+		int64_t yg = y + days / 365 - (days % 365 < 0);
+
+		days -= (yg - y) * 365 + TM_LEAPS(yg - 1) - TM_LEAPS(y - 1);
+		y = yg;
+	}
+	/* truncated to int, as glibc stores it before noticing the overflow */
+	tm->tm_year = (int)(uint32_t)(uint64_t)(y - 1900);
+}
+
+/*
+ * "<prefix><sec>.<nsec> (YYYY-mm-dd HH:MM:SS)\n" in local time.  progs
+ * keeps its struct tm on the stack, so an unconvertible time prints the
+ * month and day of the conversion before it in the same item (o->last_tm,
+ * reset per item; progs' very first one is stack garbage, ours zero).
+ */
 static void out_timespec(struct pout *o, uint64_t off, const char *prefix)
 {
 	uint64_t sec = blk64(o, F(off, btrfs_timespec, sec));
 	uint32_t nsec = blk32(o, F(off, btrfs_timespec, nsec));
 	time_t t = (time_t)sec;
-	struct tm tm;
+	struct tm tm = o->last_tm;
 	char ts[128];
 
-	/* progs prints an uninitialised struct tm here; we print zeros */
-	if (!localtime_r(&t, &tm))
-		memset(&tm, 0, sizeof(tm));
+	if (localtime_r(&t, &tm))
+		o->last_gmtoff = tm.tm_gmtoff;
+	else
+		tm_overflow((int64_t)t, o->last_gmtoff, &tm);
+	o->last_tm = tm;
 	if (!strftime(ts, sizeof(ts), "%Y-%m-%d %H:%M:%S", &tm))
 		ts[0] = '\0';
 	out_printf(o, "%s%llu.%u (%s)\n", prefix, (unsigned long long)sec, nsec, ts);
@@ -1181,6 +1229,7 @@ static void print_leaf(struct pout *o)
 			break;
 		}
 		blk_key(o, F(ih, btrfs_item, key), &key);
+		memset(&o->last_tm, 0, sizeof(o->last_tm));
 		out_printf(o, "\titem %u ", i);
 		out_key(o, &key);
 		out_printf(o, " itemoff %u itemsize %u\n", ioff, isize);
@@ -1218,6 +1267,14 @@ void ubt_print_tree_block(const struct ubt_print_ctx *ctx, const uint8_t *block)
 	o.blk = block;
 	o.size = ctx->nodesize;
 	o.len = 0;
+	memset(&o.last_tm, 0, sizeof(o.last_tm));
+	{
+		/* the offset glibc would apply to a time it cannot convert */
+		time_t epoch = 0;
+		struct tm tm;
+
+		o.last_gmtoff = localtime_r(&epoch, &tm) ? tm.tm_gmtoff : 0;
+	}
 	if (!block || o.size < sizeof(struct btrfs_header)) {
 		o.bytenr = 0;
 		out_diag(&o, "ERROR: ", "tree block of %u bytes is smaller than its header",
