@@ -56,38 +56,6 @@ FAILS=0
 NIMG=0
 declare -a TABLE=() PROBLEMS=()
 
-# Content hash of a (sparse) file: sha256 over its non-zero 64 KiB blocks
-# with their offsets, found with SEEK_DATA/SEEK_HOLE, so that a 3 TB sparse
-# btrfs-image restore hashes in milliseconds.  Equal hashes = equal bytes.
-content_hash() {
-	"$ORACLE_PYTHON" - "$1" <<'EOF'
-import hashlib, os, sys
-fd = os.open(sys.argv[1], os.O_RDONLY)
-size = os.fstat(fd).st_size
-h = hashlib.sha256(b"size %d\n" % size)
-blk = 1 << 16
-zero = bytes(blk)
-off = 0
-while off < size:
-    try:
-        data = os.lseek(fd, off, os.SEEK_DATA)
-    except OSError:
-        break
-    hole = os.lseek(fd, data, os.SEEK_HOLE)
-    pos = data - data % blk
-    while pos < hole:
-        buf = os.pread(fd, blk, pos)
-        if not buf:
-            break
-        if buf != zero[:len(buf)]:
-            h.update(b"%d\n" % pos)
-            h.update(buf)
-        pos += len(buf)
-    off = max(hole, pos)
-print(h.hexdigest())
-EOF
-}
-
 # The device path is the only field allowed to differ.
 norm() {
 	sed -E 's/^(superblock: bytenr=[0-9]+, device=).*$/\1DEV/' "$1"
@@ -222,7 +190,7 @@ while IFS=$'\t' read -r -u 3 path expect _note; do
 		rm -f -- "$img"
 		continue
 	fi
-	before=$(content_hash "$img")
+	before=$(oracle_content_hash "$img")
 
 	progs_verdict "$img"
 	rcs=
@@ -238,7 +206,7 @@ while IFS=$'\t' read -r -u 3 path expect _note; do
 		refuse_check "$img" "$path" "btrfs-progs: ${VERDICT#damaged:}"
 	fi
 
-	after=$(content_hash "$img")
+	after=$(oracle_content_hash "$img")
 	if [[ $before != "$after" ]]; then
 		problem "$path" "the image changed while the tools ran (content hash $before -> $after)"
 	fi

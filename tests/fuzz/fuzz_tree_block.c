@@ -16,8 +16,8 @@
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude -Isrc/lib
  *     tests/fuzz/fuzz_tree_block.c src/lib/tree/checker*.c BASE
  *     src/lib/format/format_names.c -lxxhash -lb2 -lcrypto -lpthread
- * Without libFuzzer, -DUBT_FUZZ_MAIN adds a main() that runs each file named
- * on the command line once (to replay crashes with gcc).
+ * Without libFuzzer, -DUBT_FUZZ_STANDALONE (or -DUBT_FUZZ_MAIN) adds a main()
+ * that runs each file named on the command line once (seed replay, crashes).
  */
 #include "base/base.h"
 #include "format/btrfs_format.h"
@@ -101,7 +101,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	return 0;
 }
 
-#ifdef UBT_FUZZ_MAIN
+#if defined(UBT_FUZZ_STANDALONE) || defined(UBT_FUZZ_MAIN)
 int main(int argc, char **argv)
 {
 	static uint8_t buf[1 << 20];

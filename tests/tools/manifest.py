@@ -64,11 +64,10 @@ Options:
 
 --diff A B prints, per path that differs, "- LINE" (in A) and/or "+ LINE" (in
 B) and exits 1 if anything differs, 0 if not; with --paths it prints only the
-differing (escaped) paths.  With --wildcards a field whose value is "*" in
-one file matches any value of the same field in the other (times only: the
-invented times
-of a nested-subvolume placeholder against a copy of it that has real times).
-Exit status 2 means an error.
+differing (escaped) paths.  With --wildcards a time field (atime, mtime,
+ctime) whose value is "*" in one file matches any value of the same field in
+the other: the invented times of a nested-subvolume placeholder against a
+copy of it that has real times.  Exit status 2 means an error.
 """
 
 import argparse

@@ -48,7 +48,6 @@ struct pout {
 	uint32_t size;		/* its size (ctx->nodesize) */
 	uint64_t bytenr;	/* header bytenr, for messages */
 	struct tm last_tm;	/* the previous time conversion (see out_timespec) */
-	long last_gmtoff;
 	size_t len;
 	char buf[OUT_BUF_SIZE];
 };
@@ -384,10 +383,18 @@ static void out_timespec(struct pout *o, uint64_t off, const char *prefix)
 	struct tm tm = o->last_tm;
 	char ts[128];
 
-	if (localtime_r(&t, &tm))
-		o->last_gmtoff = tm.tm_gmtoff;
-	else
-		tm_overflow((int64_t)t, o->last_gmtoff, &tm);
+	if (!localtime_r(&t, &tm)) {
+		/*
+		 * glibc applies the zone's offset for that far past (the first
+		 * zone type, e.g. LMT) or future (the TZ rule): take it from a
+		 * time as far out that still converts.
+		 */
+		time_t far = (time_t)(t < 0 ? -(1LL << 55) : (1LL << 55));
+		struct tm ftm;
+		long gmtoff = localtime_r(&far, &ftm) ? ftm.tm_gmtoff : 0;
+
+		tm_overflow((int64_t)t, gmtoff, &tm);
+	}
 	o->last_tm = tm;
 	if (!strftime(ts, sizeof(ts), "%Y-%m-%d %H:%M:%S", &tm))
 		ts[0] = '\0';
@@ -1268,13 +1275,6 @@ void ubt_print_tree_block(const struct ubt_print_ctx *ctx, const uint8_t *block)
 	o.size = ctx->nodesize;
 	o.len = 0;
 	memset(&o.last_tm, 0, sizeof(o.last_tm));
-	{
-		/* the offset glibc would apply to a time it cannot convert */
-		time_t epoch = 0;
-		struct tm tm;
-
-		o.last_gmtoff = localtime_r(&epoch, &tm) ? tm.tm_gmtoff : 0;
-	}
 	if (!block || o.size < sizeof(struct btrfs_header)) {
 		o.bytenr = 0;
 		out_diag(&o, "ERROR: ", "tree block of %u bytes is smaller than its header",
