@@ -50,6 +50,13 @@ typedef void (*ubt_log_fn)(void *ctx, int level, const char *msg);
 void ubt_log_set_handler(ubt_log_fn fn, void *ctx);
 void ubt_log_set_level(int max_level);
 void ubt_log(int level, const char *fmt, ...) UBT_PRINTF(2, 3);
+/*
+ * While a thread has demotion on (nested), its errors are logged as
+ * warnings: for trying one copy of several, where a failure is only an
+ * error once every copy failed.
+ */
+void ubt_log_demote_begin(void);
+void ubt_log_demote_end(void);
 void ubt_logv(int level, const char *fmt, va_list ap);
 
 /*

@@ -13,6 +13,18 @@
 static ubt_log_fn log_handler;
 static void *log_ctx;
 static int log_max_level = UBT_LOG_INFO;
+static _Thread_local int log_demote;
+
+void ubt_log_demote_begin(void)
+{
+	log_demote++;
+}
+
+void ubt_log_demote_end(void)
+{
+	if (log_demote > 0)
+		log_demote--;
+}
 
 void ubt_log_set_handler(ubt_log_fn fn, void *ctx)
 {
@@ -29,6 +41,8 @@ void ubt_logv(int level, const char *fmt, va_list ap)
 {
 	char msg[1024];
 
+	if (log_demote && level == UBT_LOG_ERROR)
+		level = UBT_LOG_WARNING;
 	if (level > log_max_level)
 		return;
 	vsnprintf(msg, sizeof(msg), fmt, ap);

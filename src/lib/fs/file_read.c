@@ -106,29 +106,38 @@ static int read_data_verified(struct ubt_fs *fs, uint64_t bytenr, uint8_t *buf, 
 		uint8_t got[UBT_CSUM_MAX];
 		bool ok = false;
 
+		int bad = 0;
 		for (int m = 1; m <= copies; m++) {
 			/* Copy 1 of every sector is already in buf when the
 			 * whole read worked; otherwise read this sector alone. */
-			if ((m > 1 || !whole_ok) &&
-			    ubt_volume_read(fs->vol, bytenr + i * ss, sec, ss, m))
-				continue;
+			if (m > 1 || !whole_ok) {
+				int r = ubt_volume_read(fs->vol, bytenr + i * ss, sec, ss, m);
+				if (r) {
+					bad += r != -ENXIO;	/* missing device: quiet */
+					continue;
+				}
+			}
 			if (!verify || !have[i]) {
 				ok = true;
 				break;
 			}
 			ubt_csum(fs->csum_type, sec, ss, got);
 			if (!memcmp(got, csums + i * fs->csum_size, fs->csum_size)) {
-				if (m > 1)
+				if (bad)
 					ubt_log(UBT_LOG_WARNING,
-						"data at %llu: copy %d is good, earlier copies failed",
+						"data at %llu: copy %d is good, earlier copies were bad",
 						(unsigned long long)(bytenr + i * ss), m);
 				ok = true;
 				break;
 			}
+			bad++;
 			ubt_log(copies > 1 ? UBT_LOG_WARNING : UBT_LOG_ERROR,
 				"data checksum mismatch at logical %llu (copy %d of %d)",
 				(unsigned long long)(bytenr + i * ss), m, copies);
 		}
+		if (!ok)
+			ubt_log(UBT_LOG_ERROR, "data at logical %llu: no good copy",
+				(unsigned long long)(bytenr + i * ss));
 		if (!ok) {
 			ret = -EIO;
 			goto out;

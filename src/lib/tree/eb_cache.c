@@ -199,25 +199,33 @@ int ubt_read_tree_block(struct ubt_tree_ctx *t, const struct ubt_block_expect *e
 		free(eb);
 		return UBT_CORRUPT(exp->bytenr, "tree block address is not mapped by any chunk");
 	}
+	/* Try every copy; a failure is an error only once all have failed,
+	 * and a copy on a missing device is skipped without a word. */
+	int bad_copies = 0;
 	for (int mirror = 1; mirror <= copies; mirror++) {
+		ubt_log_demote_begin();
 		ret = ubt_volume_read(t->vol, exp->bytenr, eb->data, nodesize, mirror);
 		if (ret == 0)
 			ret = ubt_check_tree_block(&t->check, eb->data, exp);
+		ubt_log_demote_end();
 		if (ret == 0) {
-			if (mirror > 1)
+			if (bad_copies)
 				ubt_log(UBT_LOG_WARNING,
-					"tree block %llu: copy %d is good, earlier copies failed",
-					(unsigned long long)exp->bytenr, mirror);
+					"tree block %llu: copy %d is good, %d earlier cop%s bad",
+					(unsigned long long)exp->bytenr, mirror, bad_copies,
+					bad_copies == 1 ? "y was" : "ies were");
 			break;
 		}
+		if (ret == -ENXIO)
+			continue;
+		bad_copies++;
 		if (!first_err)
 			first_err = ret;
-		ubt_log(copies > 1 ? UBT_LOG_WARNING : UBT_LOG_ERROR,
-			"tree block %llu copy %d/%d: %s", (unsigned long long)exp->bytenr, mirror,
-			copies, ubt_strerror(ret));
 	}
 	if (ret) {
 		free(eb);
+		if (!first_err)
+			first_err = -EIO;	/* every copy was on a missing device */
 		ubt_log(UBT_LOG_ERROR, "tree block %llu: no good copy (%s)",
 			(unsigned long long)exp->bytenr, ubt_strerror(first_err));
 		return first_err;

@@ -213,7 +213,7 @@ int ubt_volume_num_copies(const struct ubt_volume *vol, uint64_t logical)
 static int read_stripe(const struct ubt_stripe_map *s, uint64_t physical, void *buf, size_t len)
 {
 	if (!s->dev || !s->dev->bd)
-		return -EIO;
+		return -ENXIO;	/* missing device: expected in degraded mode, quiet */
 	int ret = ubt_bdev_read(s->dev->bd, buf, len, physical);
 	if (ret)
 		ubt_log(UBT_LOG_WARNING, "read error on %s at %llu (+%zu): %s", s->dev->path,
@@ -246,7 +246,8 @@ static int read_raid56(const struct ubt_chunk *c, uint64_t off, void *buf, size_
 	if (mirror > 1 + np)
 		return -EINVAL;
 
-	/* Rebuild: read every other stripe element of this row. */
+	/* Rebuild: read every other element of this row and note which
+	 * cannot be read; then rebuild data_idx from what is left. */
 	uint8_t *rows = malloc((size_t)c->num_stripes * len);
 	uint8_t **ptrs = malloc(sizeof(*ptrs) * (size_t)c->num_stripes);
 	if (!rows || !ptrs) {
@@ -254,26 +255,40 @@ static int read_raid56(const struct ubt_chunk *c, uint64_t off, void *buf, size_
 		free(ptrs);
 		return -ENOMEM;
 	}
-	for (int k = 0; k < c->num_stripes; k++)
-		ptrs[k] = rows + (size_t)k * len;
+	int failed[3], nfailed = 0;
+	failed[nfailed++] = data_idx;
 	for (int k = 0; k < c->num_stripes; k++) {
+		ptrs[k] = rows + (size_t)k * len;
 		if (k == data_idx)
 			continue;
-		if (np == 2 && k == ndata + (mirror == 2 ? 1 : 0))
-			continue;	/* the parity we are not using */
 		const struct ubt_stripe_map *s = &c->stripes[DEV_OF(k)];
-		ret = read_stripe(s, s->physical + dev_off, ptrs[k], len);
-		if (ret)
+		if (read_stripe(s, s->physical + dev_off, ptrs[k], len) == 0)
+			continue;
+		if (nfailed == 1 + np) {
+			ret = -EIO;	/* more failures than the parity covers */
 			goto out;
+		}
+		failed[nfailed++] = k;
 	}
-	if (np == 1)
+	if (np == 1) {
 		ret = ubt_raid5_recover((size_t)ndata, len, ptrs, ptrs[ndata], data_idx);
-	else if (mirror == 2)
+	} else {
+		int other = -1;
+		if (nfailed == 2)
+			other = failed[1];	/* a second element is lost too */
+		else
+			other = mirror == 2 ? ndata + 1 : ndata;	/* 2: use P; 3: use Q */
+		if (nfailed == 2 && mirror == 3 && other == ndata + 1) {
+			ret = -EIO;	/* copy 3 means "from Q", and Q is gone */
+			goto out;
+		}
+		if (nfailed == 2 && mirror == 2 && other == ndata) {
+			ret = -EIO;	/* copy 2 means "from P", and P is gone */
+			goto out;
+		}
 		ret = ubt_raid6_recover((size_t)ndata, len, ptrs, ptrs[ndata], ptrs[ndata + 1],
-					data_idx, ndata + 1);
-	else
-		ret = ubt_raid6_recover((size_t)ndata, len, ptrs, ptrs[ndata], ptrs[ndata + 1],
-					data_idx, ndata);
+					data_idx, other);
+	}
 	if (!ret)
 		memcpy(buf, ptrs[data_idx], len);
 out:

@@ -162,8 +162,9 @@ int ubt_volume_num_copies(const struct ubt_volume *vol, uint64_t logical);
 /*
  * Read `len` bytes at `logical` using copy `mirror` (1..num_copies).  For
  * RAID5/6, mirror 1 reads the data stripe, 2 rebuilds it from P, 3 from Q.
- * The range may span stripes and chunks.  -EIO when that copy cannot be
- * read (device missing or I/O error); -EUCLEAN for an unmapped address.
+ * The range may span stripes and chunks.  -ENXIO when that copy needs a
+ * missing device (quietly: degraded mode expects it), -EIO on an I/O error,
+ * -EUCLEAN for an unmapped address.
  * Checksums are the caller's business.
  */
 int ubt_volume_read(struct ubt_volume *vol, uint64_t logical, void *buf, size_t len, int mirror);
