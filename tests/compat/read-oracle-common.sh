@@ -347,6 +347,24 @@ ro_check_subvols() {
 	fi
 }
 
+# ro_check_dump_tree NAME IMG: `ubtrfs inspect dump-tree` prints exactly what
+# `btrfs inspect-internal dump-tree` prints (every tree, every key, every
+# item field), minus progs' version line.  Single-device images only: progs
+# cannot assemble unattached multi-device image files.
+ro_check_dump_tree() {
+	local name=$1 img=$2
+	btrfs inspect-internal dump-tree "$img" 2>/dev/null | tail -n +2 >"$T/dt.progs"
+	ro_run "$T/dt.out" "$T/dt.err" inspect dump-tree "$img"
+	((RO_RC < 124)) || return 0
+	if ((RO_RC != 0)); then
+		ro_fail "$name: ubtrfs inspect dump-tree exited $RO_RC"
+		ro_show "$T/dt.err"
+	elif ! diff -u --label progs --label ubtrfs "$T/dt.progs" "$T/dt.out" >"$T/dt.diff"; then
+		ro_fail "$name: ubtrfs inspect dump-tree differs from btrfs inspect-internal dump-tree"
+		ro_show "$T/dt.diff"
+	fi
+}
+
 # ro_cell NAME MKFS_OPTS MOUNT_OPTS NDEV SIZE: build, reference, and every
 # check with all devices.
 ro_cell() {
@@ -361,6 +379,7 @@ ro_cell() {
 	ro_check_get "$name" all "${RO_OFFLINE[@]}"
 	ro_check_ls "$name" all "${RO_OFFLINE[@]}"
 	ro_check_subvols "$name" "${RO_OFFLINE[@]}"
+	((ndev == 1)) && ro_check_dump_tree "$name" "${RO_IMGS[0]}"
 	oracle_log "$name: checked in $((SECONDS - t0)) s ($ndev device(s))"
 }
 
