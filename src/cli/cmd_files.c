@@ -312,7 +312,7 @@ int cmd_cat(int argc, char **argv)
 			ret = (int)n;
 			fprintf(stderr, "ubtrfs: %s: read at offset %" PRIu64 ": %s\n", path, off,
 				ubtrfs_strerror(ret));
-			break;
+			goto done;
 		}
 		if (n == 0)
 			break;
@@ -321,6 +321,7 @@ int cmd_cat(int argc, char **argv)
 	}
 	if (ret)
 		fprintf(stderr, "ubtrfs: %s: %s\n", path, ubtrfs_strerror(ret));
+done:
 	free(buf);
 	ubtrfs_close(fs);
 	return ret ? 1 : 0;

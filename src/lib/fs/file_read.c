@@ -131,9 +131,11 @@ static int read_data_verified(struct ubt_fs *fs, uint64_t bytenr, uint8_t *buf, 
 				break;
 			}
 			bad++;
+			char where[160];
+			ubt_volume_describe(fs->vol, bytenr + i * ss, m, where, sizeof(where));
 			ubt_log(copies > 1 ? UBT_LOG_WARNING : UBT_LOG_ERROR,
-				"data checksum mismatch at logical %llu (copy %d of %d)",
-				(unsigned long long)(bytenr + i * ss), m, copies);
+				"data checksum mismatch at logical %llu (copy %d of %d, %s)",
+				(unsigned long long)(bytenr + i * ss), m, copies, where);
 		}
 		if (!ok)
 			ubt_log(UBT_LOG_ERROR, "data at logical %llu: no good copy",

@@ -218,6 +218,10 @@ int ubt_read_tree_block(struct ubt_tree_ctx *t, const struct ubt_block_expect *e
 		}
 		if (ret == -ENXIO)
 			continue;
+		char where[160];
+		ubt_volume_describe(t->vol, exp->bytenr, mirror, where, sizeof(where));
+		ubt_log(UBT_LOG_WARNING, "tree block %llu copy %d/%d on %s: %s",
+			(unsigned long long)exp->bytenr, mirror, copies, where, ubt_strerror(ret));
 		bad_copies++;
 		if (!first_err)
 			first_err = ret;

@@ -18,6 +18,7 @@
 #include "base/base.h"
 #include "volume/raid56.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -359,4 +360,65 @@ int ubt_volume_read(struct ubt_volume *vol, uint64_t logical, void *buf, size_t 
 		len -= n;
 	}
 	return 0;
+}
+
+void ubt_volume_describe(const struct ubt_volume *vol, uint64_t logical, int mirror, char *buf,
+			 size_t len)
+{
+	const struct ubt_chunk *c = ubt_volume_find_chunk(vol, logical);
+	const struct ubt_stripe_map *s = NULL;
+	uint64_t physical = 0;
+
+	if (!c) {
+		snprintf(buf, len, "unmapped");
+		return;
+	}
+	uint64_t off = logical - c->start;
+	uint64_t stripe_nr = off / c->stripe_len, in_stripe = off % c->stripe_len;
+	switch (c->type & BTRFS_BLOCK_GROUP_PROFILE_MASK) {
+	case 0:
+		s = &c->stripes[0];
+		physical = s->physical + off;
+		break;
+	case BTRFS_BLOCK_GROUP_DUP:
+	case BTRFS_BLOCK_GROUP_RAID1:
+	case BTRFS_BLOCK_GROUP_RAID1C3:
+	case BTRFS_BLOCK_GROUP_RAID1C4:
+		if (mirror >= 1 && mirror <= c->num_stripes) {
+			s = &c->stripes[mirror - 1];
+			physical = s->physical + off;
+		}
+		break;
+	case BTRFS_BLOCK_GROUP_RAID0:
+		s = &c->stripes[stripe_nr % c->num_stripes];
+		physical = s->physical + stripe_nr / c->num_stripes * c->stripe_len + in_stripe;
+		break;
+	case BTRFS_BLOCK_GROUP_RAID10: {
+		uint64_t groups = (uint64_t)c->num_stripes / c->sub_stripes;
+		uint64_t idx = (stripe_nr % groups) * c->sub_stripes + (uint64_t)(mirror - 1);
+		if (idx < c->num_stripes) {
+			s = &c->stripes[idx];
+			physical = s->physical + stripe_nr / groups * c->stripe_len + in_stripe;
+		}
+		break;
+	}
+	default: {
+		int ndata = c->num_stripes - nparity(c);
+		uint64_t full = off / ((uint64_t)ndata * c->stripe_len);
+		int d = (int)(off % ((uint64_t)ndata * c->stripe_len) / c->stripe_len);
+		if (mirror > 1) {
+			snprintf(buf, len, "%s rebuild from %s", ubt_profile_name(c->type),
+				 mirror == 2 ? "P" : "Q");
+			return;
+		}
+		s = &c->stripes[(full + (uint64_t)d) % c->num_stripes];
+		physical = s->physical + full * c->stripe_len + in_stripe;
+	}
+	}
+	if (!s) {
+		snprintf(buf, len, "copy %d", mirror);
+		return;
+	}
+	snprintf(buf, len, "devid %llu (%s) physical %llu", (unsigned long long)s->devid,
+		 s->dev && s->dev->path ? s->dev->path : "missing", (unsigned long long)physical);
 }

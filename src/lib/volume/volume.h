@@ -169,6 +169,13 @@ int ubt_volume_num_copies(const struct ubt_volume *vol, uint64_t logical);
  */
 int ubt_volume_read(struct ubt_volume *vol, uint64_t logical, void *buf, size_t len, int mirror);
 
+/*
+ * Where copy `mirror` of `logical` lives, for messages: "devid 2 (/dev/x)
+ * physical 123456", or a note about parity rebuilds / missing devices.
+ */
+void ubt_volume_describe(const struct ubt_volume *vol, uint64_t logical, int mirror, char *buf,
+			 size_t len);
+
 /* Profile name for messages: "single", "DUP", "RAID1", ... */
 const char *ubt_profile_name(uint64_t type);
 
