@@ -42,6 +42,9 @@ typedef void (*ubtrfs_log_fn)(void *ctx, int level, const char *msg);
 UBTRFS_API void ubtrfs_set_log_handler(ubtrfs_log_fn fn, void *ctx);
 UBTRFS_API void ubtrfs_set_log_level(int max_level);
 
+/* A 16-byte uuid as the canonical 36 characters plus NUL (buf: 37 bytes). */
+UBTRFS_API void ubtrfs_uuid_str(const uint8_t uuid[16], char *buf);
+
 /* Text output of inspection functions goes through a writer the caller owns. */
 typedef void (*ubtrfs_write_fn)(void *ctx, const char *text, size_t len);
 

@@ -38,19 +38,6 @@ static const struct option longopts[] = {
 	{ NULL, 0, NULL, 0 },
 };
 
-static void uuid_str(const uint8_t *u, char *buf)
-{
-	static const char hex[] = "0123456789abcdef";
-	int j = 0;
-	for (int i = 0; i < 16; i++) {
-		if (i == 4 || i == 6 || i == 8 || i == 10)
-			buf[j++] = '-';
-		buf[j++] = hex[u[i] >> 4];
-		buf[j++] = hex[u[i] & 15];
-	}
-	buf[j] = 0;
-}
-
 /* Sizes as btrfs-progs prints them by default: 1.50GiB, 0.00B. */
 static void pretty(uint64_t v, char *buf, size_t len)
 {
@@ -129,16 +116,16 @@ static int print_subvol(void *ctx, const struct ubtrfs_subvol_info *i)
 		if (zero)
 			printf(" parent_uuid -");
 		else {
-			uuid_str(i->parent_uuid, u);
+			ubtrfs_uuid_str(i->parent_uuid, u);
 			printf(" parent_uuid %s", u);
 		}
 	}
 	if (l->flags & 4) {
-		uuid_str(i->received_uuid, u);
+		ubtrfs_uuid_str(i->received_uuid, u);
 		printf(" received_uuid %s", u);
 	}
 	if (l->flags & 1) {
-		uuid_str(i->uuid, u);
+		ubtrfs_uuid_str(i->uuid, u);
 		printf(" uuid %s", u);
 	}
 	printf(" path %s\n", i->path);
@@ -189,7 +176,7 @@ int cmd_filesystem_show(int argc, char **argv)
 	struct ubtrfs_fs_info info;
 	char u[40], used[32];
 	ubtrfs_get_info(fs, &info);
-	uuid_str(info.fsid, u);
+	ubtrfs_uuid_str(info.fsid, u);
 	pretty(info.bytes_used, used, sizeof(used));
 	if (info.label[0])
 		printf("Label: '%s'  uuid: %s\n", info.label, u);

@@ -32,6 +32,11 @@ void ubtrfs_set_log_handler(ubtrfs_log_fn fn, void *ctx)
 	ubt_log_set_handler(fn, ctx);
 }
 
+void ubtrfs_uuid_str(const uint8_t uuid[16], char *buf)
+{
+	ubt_uuid_str(uuid, buf);
+}
+
 void ubtrfs_set_log_level(int max_level)
 {
 	ubt_log_set_level(max_level);

@@ -137,15 +137,7 @@ int ubtrfs_dump_tree(ubtrfs_fs *f, uint64_t tree_id, uint64_t bytenr, ubtrfs_wri
 		/* progs ends every dump except root/chunk-only with these */
 		const struct btrfs_super_block *sb = &fs->vol->super;
 		char u[40];
-		static const char hex[] = "0123456789abcdef";
-		int j = 0;
-		for (int i = 0; i < 16; i++) {
-			if (i == 4 || i == 6 || i == 8 || i == 10)
-				u[j++] = '-';
-			u[j++] = hex[sb->fsid[i] >> 4];
-			u[j++] = hex[sb->fsid[i] & 15];
-		}
-		u[j] = 0;
+		ubt_uuid_str(sb->fsid, u);
 		emitf(write, ctx, "total bytes %llu\n",
 		      (unsigned long long)btrfs_super_total_bytes(sb));
 		emitf(write, ctx, "bytes used %llu\n", (unsigned long long)btrfs_super_bytes_used(sb));

@@ -68,6 +68,9 @@ int ubt_corrupt_at(const char *file, int line, uint64_t where, const char *fmt, 
 	UBT_PRINTF(4, 5);
 #define UBT_CORRUPT(where, ...) ubt_corrupt_at(__FILE__, __LINE__, (where), __VA_ARGS__)
 
+/* A uuid in the canonical 36-character form (buf holds 37 bytes). */
+void ubt_uuid_str(const uint8_t *uuid, char *buf);
+
 /* strerror for our negative errnos, thread-safe, never NULL. */
 const char *ubt_strerror(int err);
 

@@ -101,3 +101,17 @@ const char *ubt_strerror(int err)
 		return strerror(err);
 	}
 }
+
+void ubt_uuid_str(const uint8_t *u, char *buf)
+{
+	static const char hex[] = "0123456789abcdef";
+	int j = 0;
+
+	for (int i = 0; i < 16; i++) {
+		if (i == 4 || i == 6 || i == 8 || i == 10)
+			buf[j++] = '-';
+		buf[j++] = hex[u[i] >> 4];
+		buf[j++] = hex[u[i] & 15];
+	}
+	buf[j] = 0;
+}

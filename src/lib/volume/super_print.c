@@ -37,20 +37,6 @@ static void pr(struct out *o, const char *fmt, ...)
 	o->write(o->ctx, buf, (size_t)n < sizeof(buf) ? (size_t)n : sizeof(buf) - 1);
 }
 
-static void uuid_str(const uint8_t *u, char *buf)
-{
-	static const char hex[] = "0123456789abcdef";
-	int j = 0;
-
-	for (int i = 0; i < 16; i++) {
-		if (i == 4 || i == 6 || i == 8 || i == 10)
-			buf[j++] = '-';
-		buf[j++] = hex[u[i] >> 4];
-		buf[j++] = hex[u[i] & 15];
-	}
-	buf[j] = 0;
-}
-
 /* The names dump-super uses for csum types (note "blake2", not "blake2b"). */
 static const char *dump_csum_name(unsigned type)
 {
@@ -120,7 +106,7 @@ static void print_sys_chunk_array(struct out *o, const struct btrfs_super_block 
 		for (uint16_t i = 0; i < nstripes; i++) {
 			const struct btrfs_stripe *s = btrfs_chunk_stripe(c, i);
 			char u[40];
-			uuid_str(s->dev_uuid, u);
+			ubt_uuid_str(s->dev_uuid, u);
 			pr(o, "\t\t\tstripe %u devid %" PRIu64 " offset %" PRIu64 "\n", i,
 			   btrfs_stripe_devid(s), btrfs_stripe_offset(s));
 			pr(o, "\t\t\tdev_uuid %s\n", u);
@@ -195,10 +181,10 @@ void ubt_super_print(const struct btrfs_super_block *sb, bool full, ubt_write_fn
 	m[8] = 0;
 	pr(&o, "magic\t\t\t%s %s\n", m,
 	   btrfs_super_magic(sb) == BTRFS_MAGIC ? "[match]" : "[DON'T MATCH]");
-	uuid_str(sb->fsid, u);
+	ubt_uuid_str(sb->fsid, u);
 	pr(&o, "fsid\t\t\t%s\n", u);
 	/* Without the METADATA_UUID feature the fsid is the metadata uuid. */
-	uuid_str(fs_meta, u);
+	ubt_uuid_str(fs_meta, u);
 	pr(&o, "metadata_uuid\t\t%s\n", u);
 
 	char label[BTRFS_LABEL_SIZE + 1];
@@ -234,9 +220,9 @@ void ubt_super_print(const struct btrfs_super_block *sb, bool full, ubt_write_fn
 	pr(&o, "cache_generation\t%" PRIu64 "\n", btrfs_super_cache_generation(sb));
 	pr(&o, "uuid_tree_generation\t%" PRIu64 "\n", btrfs_super_uuid_tree_generation(sb));
 
-	uuid_str(dev->uuid, u);
+	ubt_uuid_str(dev->uuid, u);
 	pr(&o, "dev_item.uuid\t\t%s\n", u);
-	uuid_str(dev->fsid, u);
+	ubt_uuid_str(dev->fsid, u);
 	pr(&o, "dev_item.fsid\t\t%s %s\n", u,
 	   memcmp(dev->fsid, fs_meta, BTRFS_FSID_SIZE) == 0 ? "[match]" : "[DON'T MATCH]");
 	pr(&o, "dev_item.type\t\t%" PRIu64 "\n", btrfs_dev_item_type(dev));

@@ -17,20 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void uuid_to_str(const uint8_t *u, char *buf)
-{
-	static const char hex[] = "0123456789abcdef";
-	int j = 0;
-
-	for (int i = 0; i < 16; i++) {
-		if (i == 4 || i == 6 || i == 8 || i == 10)
-			buf[j++] = '-';
-		buf[j++] = hex[u[i] >> 4];
-		buf[j++] = hex[u[i] & 15];
-	}
-	buf[j] = 0;
-}
-
 static struct ubt_device *find_device(struct ubt_volume *vol, uint64_t devid)
 {
 	size_t lo = 0, hi = vol->ndevices;
@@ -99,8 +85,8 @@ static int add_one_device(struct ubt_volume *vol, const char *path, bool first)
 		memcpy(vol->metadata_uuid, super_metadata_uuid(&sb), BTRFS_FSID_SIZE);
 	} else if (memcmp(vol->fsid, sb.fsid, BTRFS_FSID_SIZE) ||
 		   memcmp(vol->metadata_uuid, super_metadata_uuid(&sb), BTRFS_FSID_SIZE)) {
-		uuid_to_str(sb.fsid, a);
-		uuid_to_str(vol->fsid, b);
+		ubt_uuid_str(sb.fsid, a);
+		ubt_uuid_str(vol->fsid, b);
 		ubt_log(UBT_LOG_ERROR, "%s belongs to another filesystem (fsid %s, expected %s)", path,
 			a, b);
 		ret = -EINVAL;
@@ -234,8 +220,8 @@ int ubt_volume_add_dev_item(struct ubt_volume *vol, const struct btrfs_dev_item 
 			return -ENOMEM;
 		memcpy(dev->uuid, item->uuid, BTRFS_UUID_SIZE);
 	} else if (dev->bd && memcmp(dev->uuid, item->uuid, BTRFS_UUID_SIZE)) {
-		uuid_to_str(dev->uuid, a);
-		uuid_to_str(item->uuid, b);
+		ubt_uuid_str(dev->uuid, a);
+		ubt_uuid_str(item->uuid, b);
 		ubt_log(UBT_LOG_ERROR, "%s: device uuid %s does not match the filesystem's devid %llu (%s)",
 			dev->path, a, (unsigned long long)devid, b);
 		return -EINVAL;
@@ -309,7 +295,7 @@ int ubt_volume_finish(struct ubt_volume *vol)
 		if (vol->devices[i].bd)
 			continue;
 		missing++;
-		uuid_to_str(vol->devices[i].uuid, u);
+		ubt_uuid_str(vol->devices[i].uuid, u);
 		ubt_log(vol->opts.degraded ? UBT_LOG_WARNING : UBT_LOG_ERROR,
 			"device devid %llu (uuid %s) is missing",
 			(unsigned long long)vol->devices[i].devid, u);
