@@ -38,7 +38,10 @@ struct cli_fs_args {
 	const char *subvol_path;
 	uint64_t subvolid;
 	uint64_t cache_bytes;
+	char *owned[CLI_MAX_DEVICES + 2];	/* strings parsed from -o, freed by release */
+	size_t nowned;
 };
+void cli_fs_args_release(struct cli_fs_args *a);
 int cli_fs_add_device(struct cli_fs_args *a, const char *path);
 /* Open and find the root of the chosen subvolume; prints errors; 0 or 1. */
 int cli_fs_open(struct cli_fs_args *a, ubtrfs_fs **fs, ubtrfs_ino *root);

@@ -32,9 +32,20 @@ const char cmd_mount_usage[] =
 	"number; inside any other subvolume it is (subvolume id << 40) | inode, so\n"
 	"(st_dev, st_ino) stays unique although FUSE has a single st_dev.\n";
 
+static int mount_main(int argc, char **argv, struct cli_fs_args *a);
+
 int cmd_mount(int argc, char **argv)
 {
 	struct cli_fs_args a = { 0 };
+	int ret = mount_main(argc, argv, &a);
+
+	cli_fs_args_release(&a);
+	return ret;
+}
+
+static int mount_main(int argc, char **argv, struct cli_fs_args *ap)
+{
+	struct cli_fs_args *a = ap;
 	struct ubtrfs_fuse_opts fo = { 0 };
 	char rest[2048] = "", fuse_extra[2048] = "";
 	bool ro = false, rw = false;
@@ -51,7 +62,7 @@ int cmd_mount(int argc, char **argv)
 			fo.debug = true;
 			break;
 		case 'o':
-			if (cli_fs_parse_opts(&a, optarg, rest, sizeof(rest), &ro, &rw))
+			if (cli_fs_parse_opts(a, optarg, rest, sizeof(rest), &ro, &rw))
 				return 1;
 			/* collect what FUSE should see */
 			for (char *save = NULL, *o = strtok_r(rest, ",", &save); o;
@@ -86,13 +97,13 @@ int cmd_mount(int argc, char **argv)
 		return 1;
 	}
 	for (int i = optind; i < argc - 1; i++)
-		if (cli_fs_add_device(&a, argv[i]))
+		if (cli_fs_add_device(a, argv[i]))
 			return 1;
 	/* device= options came first in a.devices; the named device must be
 	 * first so messages and fsname name it. */
 	ubtrfs_fs *fs;
 	ubtrfs_ino root;
-	if (cli_fs_open(&a, &fs, &root))
+	if (cli_fs_open(a, &fs, &root))
 		return 1;
 	char *fsname = realpath(argv[optind], NULL);
 	fo.mountpoint = argv[argc - 1];

@@ -58,6 +58,24 @@ int cli_fs_open(struct cli_fs_args *a, ubtrfs_fs **fs, ubtrfs_ino *root)
 	return 0;
 }
 
+/* A copy of s that lives until cli_fs_args_release(). */
+static const char *keep(struct cli_fs_args *a, const char *s)
+{
+	if (a->nowned >= sizeof(a->owned) / sizeof(a->owned[0]))
+		return NULL;
+	char *c = strdup(s);
+	if (c)
+		a->owned[a->nowned++] = c;
+	return c;
+}
+
+void cli_fs_args_release(struct cli_fs_args *a)
+{
+	for (size_t i = 0; i < a->nowned; i++)
+		free(a->owned[i]);
+	a->nowned = 0;
+}
+
 /* Parse one "-o" style option list; unknown options are left in `rest`. */
 int cli_fs_parse_opts(struct cli_fs_args *a, const char *opts, char *rest, size_t restlen,
 		      bool *ro, bool *rw)
@@ -77,11 +95,14 @@ int cli_fs_parse_opts(struct cli_fs_args *a, const char *opts, char *rest, size_
 		} else if (!strcmp(o, "nologreplay")) {
 			a->nologreplay = true;
 		} else if (!strncmp(o, "subvol=", 7)) {
-			a->subvol_path = strdup(o + 7);
+			a->subvol_path = keep(a, o + 7);
+			if (!a->subvol_path)
+				goto fail;
 		} else if (!strncmp(o, "subvolid=", 9)) {
 			a->subvolid = strtoull(o + 9, NULL, 0);
 		} else if (!strncmp(o, "device=", 7)) {
-			if (cli_fs_add_device(a, strdup(o + 7)))
+			const char *dev = keep(a, o + 7);
+			if (!dev || cli_fs_add_device(a, dev))
 				goto fail;
 		} else if (!strncmp(o, "cache_size=", 11)) {
 			char *end;
