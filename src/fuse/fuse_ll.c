@@ -18,7 +18,7 @@
  *
  * Threads: libfuse's multi-threaded loop; the library is thread-safe.
  */
-#define FUSE_USE_VERSION 35
+#define FUSE_USE_VERSION 312
 #include "ubtrfs_fuse.h"
 
 #include <errno.h>
@@ -489,6 +489,9 @@ int ubtrfs_fuse_serve(ubtrfs_fs *fs, const struct ubtrfs_fuse_opts *o)
 	struct fuse_loop_config *cfg = fuse_loop_cfg_create();
 	if (cfg) {
 		fuse_loop_cfg_set_clone_fd(cfg, 0);
+		/* Keep idle workers: a thread created per request costs more than
+		 * the request itself. */
+		fuse_loop_cfg_set_idle_threads(cfg, 8);
 		fuse_loop_cfg_set_max_threads(cfg, 16);
 		ret = fuse_session_loop_mt(se, cfg);
 		fuse_loop_cfg_destroy(cfg);
