@@ -303,6 +303,18 @@ static void test_feature_policy(const struct btrfs_super_block *good)
 	CHECK_EQ_INT(ubt_super_check_features(&sb, false, &permissive, "t"), 0);
 	CHECK_EQ_INT(ubt_super_check_features(&sb, true, &permissive, "t"), -EROFS);
 
+	/* An unfinished conversion (super flag) or an unknown super flag:
+	 * read-only only; a seed device or metadata dump is never written. */
+	sb = *good;
+	btrfs_set_super_flags(&sb, btrfs_super_flags(good) | BTRFS_SUPER_FLAG_CHANGING_BG_TREE);
+	CHECK_EQ_INT(ubt_super_check_features(&sb, false, &permissive, "t"), 0);
+	CHECK_EQ_INT(ubt_super_check_features(&sb, true, &permissive, "t"), -EROFS);
+	btrfs_set_super_flags(&sb, btrfs_super_flags(good) | (1ull << 50));
+	CHECK_EQ_INT(ubt_super_check_features(&sb, true, &permissive, "t"), -EROFS);
+	btrfs_set_super_flags(&sb, btrfs_super_flags(good) | BTRFS_SUPER_FLAG_SEEDING);
+	CHECK_EQ_INT(ubt_super_check_features(&sb, false, &permissive, "t"), 0);
+	CHECK_EQ_INT(ubt_super_check_features(&sb, true, &permissive, "t"), -EROFS);
+
 	/* Unknown compat bit: no restriction. */
 	sb = *good;
 	btrfs_set_super_compat_flags(&sb, 1ull << 40);

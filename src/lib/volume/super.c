@@ -80,8 +80,33 @@ int ubt_super_check_features(const struct btrfs_super_block *sb, bool rw,
 			devname, what, (unsigned long long)incompat);
 		return -EOPNOTSUPP;
 	}
+	/*
+	 * Superblock flags: an unfinished btrfstune operation (fsid, csum or
+	 * block-group-tree conversion) or a bit we do not know makes the
+	 * filesystem unsafe to change, and the kernel refuses to mount it at
+	 * all.  Reading stays possible (it is how such a filesystem is
+	 * rescued); writing is refused.
+	 */
+	uint64_t sflags = btrfs_super_flags(sb);
+	const uint64_t harmless = BTRFS_HEADER_FLAG_WRITTEN | BTRFS_HEADER_FLAG_RELOC |
+				  BTRFS_SUPER_FLAG_ERROR | BTRFS_SUPER_FLAG_SEEDING |
+				  BTRFS_SUPER_FLAG_METADUMP | BTRFS_SUPER_FLAG_METADUMP_V2;
+	if (sflags & ~harmless) {
+		ubt_log(rw ? UBT_LOG_ERROR : UBT_LOG_WARNING,
+			"%s: superblock flags 0x%llx mark an unfinished conversion or are unknown; %s",
+			devname, (unsigned long long)sflags,
+			rw ? "refusing to write" : "reading only (the kernel refuses to mount it)");
+		if (rw)
+			return -EROFS;
+	}
 	if (!rw)
 		return 0;
+	if (sflags & (BTRFS_SUPER_FLAG_SEEDING | BTRFS_SUPER_FLAG_METADUMP |
+		      BTRFS_SUPER_FLAG_METADUMP_V2)) {
+		ubt_log(UBT_LOG_ERROR, "%s: a %s cannot be written", devname,
+			sflags & BTRFS_SUPER_FLAG_SEEDING ? "seed device" : "metadata dump");
+		return -EROFS;
+	}
 	if (compat_ro & ~policy->compat_ro_write) {
 		describe_bits(compat_ro & ~policy->compat_ro_write, ubt_compat_ro_known,
 			      &btrfs_compat_ro_flag_table, what, sizeof(what));
