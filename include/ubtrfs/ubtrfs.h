@@ -225,6 +225,60 @@ UBTRFS_API void ubtrfs_supported_features(struct ubtrfs_feature_report *out);
 /* The name of feature bit `bit` (0..63) of a class, or NULL when unknown. */
 UBTRFS_API const char *ubtrfs_feature_name(enum ubtrfs_feature_class cls, unsigned bit);
 
+/* ---- creating a filesystem (mkfs) ------------------------------------- */
+
+enum ubtrfs_profile {
+	UBTRFS_PROFILE_DEFAULT = 0,	/* metadata: DUP on one device, RAID1 on more;
+					 * data: single */
+	UBTRFS_PROFILE_SINGLE,
+	UBTRFS_PROFILE_DUP,
+	UBTRFS_PROFILE_RAID0,
+	UBTRFS_PROFILE_RAID1,
+	UBTRFS_PROFILE_RAID1C3,
+	UBTRFS_PROFILE_RAID1C4,
+	UBTRFS_PROFILE_RAID10,
+	UBTRFS_PROFILE_RAID5,		/* refused (-EOPNOTSUPP) */
+	UBTRFS_PROFILE_RAID6,		/* refused (-EOPNOTSUPP) */
+};
+
+enum ubtrfs_csum_type {
+	UBTRFS_CSUM_CRC32C = 0,
+	UBTRFS_CSUM_XXHASH = 1,
+	UBTRFS_CSUM_SHA256 = 2,
+	UBTRFS_CSUM_BLAKE2 = 3,
+};
+
+/* Zero-initialised options give the defaults of mkfs.btrfs 6.2. */
+struct ubtrfs_mkfs_opts {
+	const char *label;		/* NULL: no label (< 256 bytes) */
+	const uint8_t *fsid;		/* 16 bytes, NULL: random */
+	uint32_t nodesize;		/* 0: 16 KiB */
+	uint32_t sectorsize;		/* 0: 4 KiB */
+	enum ubtrfs_csum_type csum_type;
+	bool disable_no_holes;		/* -O ^no-holes */
+	bool disable_free_space_tree;	/* -R ^free-space-tree */
+	uint64_t byte_count;		/* size of each device, 0: all of it; a missing
+					 * image file is created, a short one extended */
+	bool force;			/* overwrite an existing btrfs */
+	enum ubtrfs_profile metadata_profile, data_profile;
+	bool reproducible;		/* fixed times (`time`), uuids derived from the
+					 * inputs: same inputs, identical bytes */
+	int64_t time;			/* creation time when reproducible */
+	const char *rootdir;		/* populate the top level from this directory
+					 * (NULL: empty) */
+	void (*progress)(void *ctx, const char *line);	/* optional */
+	void *progress_ctx;
+};
+
+/*
+ * Create a new btrfs filesystem on `ndev` devices (image files or block
+ * devices).  Returns 0, or -EEXIST when a device holds a btrfs and force is
+ * not set, -EINVAL for bad options, -EOPNOTSUPP for RAID5/6, -ENOSPC when
+ * the devices are too small; the log says why.
+ */
+UBTRFS_API int ubtrfs_mkfs(const char *const *devices, size_t ndev,
+			   const struct ubtrfs_mkfs_opts *opts);
+
 #ifdef __cplusplus
 }
 #endif

@@ -65,6 +65,8 @@ int cmd_filesystem_df(int argc, char **argv);
 extern const char cmd_filesystem_df_usage[];
 int cmd_inspect_dump_tree(int argc, char **argv);
 extern const char cmd_inspect_dump_tree_usage[];
+int cmd_mkfs(int argc, char **argv);
+extern const char cmd_mkfs_usage[];
 
 /* Parse the options every filesystem-reading command shares.  Returns 1 if
  * the option was consumed (optarg used), 0 if not ours. */

@@ -53,6 +53,7 @@ static const char filesystem_usage[] =
 	"Whole-filesystem information of an unmounted filesystem.\n";
 
 static const struct cli_cmd top_commands[] = {
+	{ "mkfs", NULL, "create a btrfs filesystem", cmd_mkfs_usage, cmd_mkfs, NULL },
 	{ "mount", NULL, "mount through FUSE (read-only)", cmd_mount_usage, cmd_mount, NULL },
 	{ "ls", NULL, "list a directory of an unmounted filesystem", cmd_ls_usage, cmd_ls, NULL },
 	{ "cat", NULL, "print a file of an unmounted filesystem", cmd_cat_usage, cmd_cat, NULL },
