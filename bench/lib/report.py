@@ -1,0 +1,324 @@
+#!/usr/bin/env python3
+"""report.py - turn bench/run's raw figures into the Markdown report and CSV.
+
+raw TSV, one line per run:
+  workload target rep value unit cpu_seconds peak_rss_kib   ("-" = none)
+meta: key=value lines (machine, software, tree, run settings).
+writes: name<TAB>unit<TAB>description of the write workloads (not run yet).
+"""
+import argparse
+import csv
+import statistics
+import sys
+
+TARGET_ORDER = ["ubtrfs", "ubtrfs-kernelmkfs", "kernel-btrfs", "kernel-ext4",
+                "fuse-passthrough"]
+ANCHORS = ["kernel-btrfs", "kernel-ext4", "fuse-passthrough"]
+
+# workload -> (title, what is run, higher_is_better)
+WORKLOADS = {
+    "seqread-cold": ("Sequential read, cold",
+                     "fio read of the 1 GiB file, 1 MiB psync reads; page cache "
+                     "dropped (and FUSE daemons remounted) first", True),
+    "randread-cold": ("4 KiB random read, cold",
+                      "fio randread of the 256 MiB file, psync, iodepth 1, "
+                      "time-based; caches dropped / daemons remounted first", True),
+    "randread-warm": ("4 KiB random read, warm",
+                      "as above after reading the whole file once", True),
+    "find-cold": ("find, cold", "find over the tree; caches dropped first", False),
+    "find-warm": ("find, warm", "find over the tree after one unmeasured pass", False),
+    "ls-cold": ("ls -lR, cold", "ls -lR of the tree (entries listed per second); "
+                "caches dropped first", True),
+    "ls-warm": ("ls -lR, warm", "ls -lR after one unmeasured pass", True),
+    "tar-cold": ("tar of the tree, cold", "tar -cf - tree | cat >/dev/null (through a "
+                 "pipe: GNU tar does not read file data when the archive is /dev/null)",
+                 False),
+    "get-cold": ("Offline copy-out, cold",
+                 "`ubtrfs get IMG /tree DEST` against btrfs-progs `btrfs restore -x -m -S "
+                 "--path-regex` of the same image (row kernel-btrfs), DEST on tmpfs, "
+                 "page cache dropped first; CPU and RSS are the tool's own", False),
+    "mount": ("Mount time, cold", "from the mount command's start until it returns with "
+              "the mount ready; page cache dropped first", False),
+}
+MEMORY_PREFIX = "memory-cache"
+
+
+def parse_size(s):
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    if s and s[-1] in mult:
+        return int(s[:-1]) * mult[s[-1]]
+    return int(s)
+
+
+def fmt(v):
+    if v is None:
+        return "—"
+    a = abs(v)
+    if a >= 1000:
+        return f"{v:,.0f}"
+    if a >= 100:
+        return f"{v:.0f}"
+    if a >= 10:
+        return f"{v:.1f}"
+    if a >= 1:
+        return f"{v:.2f}"
+    return f"{v:.3f}"
+
+
+def csvnum(v):
+    return f"{v:.6g}"
+
+
+class Cell:
+    """All repetitions of one workload on one target."""
+
+    def __init__(self):
+        self.values, self.cpu, self.rss, self.unit = [], [], [], ""
+
+    def add(self, value, unit, cpu, rss):
+        self.values.append(float(value))
+        self.unit = unit
+        if cpu != "-":
+            self.cpu.append(float(cpu))
+        if rss != "-":
+            self.rss.append(float(rss) / 1024)
+
+    @property
+    def median(self):
+        return statistics.median(self.values)
+
+
+def load(path):
+    cells, order = {}, []
+    with open(path) as f:
+        for line in f:
+            parts = line.rstrip("\n").split("\t")
+            if len(parts) != 7:
+                continue
+            wl, tgt, rep, value, unit, cpu, rss = parts
+            if wl not in order:
+                order.append(wl)
+            cells.setdefault(wl, {}).setdefault(tgt, Cell()).add(value, unit, cpu, rss)
+    return cells, order
+
+
+def load_meta(path):
+    meta = {}
+    with open(path) as f:
+        for line in f:
+            if "=" in line:
+                k, v = line.rstrip("\n").split("=", 1)
+                meta[k] = v
+    return meta
+
+
+def ratio(cells, wl, anchor):
+    c = cells.get(wl, {})
+    if "ubtrfs" not in c or anchor not in c or c[anchor].median == 0:
+        return None
+    return c["ubtrfs"].median / c[anchor].median
+
+
+def goals(cells, meta):
+    """(goal, figure, verdict) rows for the issue's targets."""
+    rows = []
+
+    def one(goal, wl, limit, at_least):
+        r = ratio(cells, wl, "kernel-btrfs")
+        if r is None:
+            rows.append((goal, "not measured in this run", "—"))
+            return
+        ok = r >= limit if at_least else r <= limit
+        rows.append((goal, f"ubtrfs ÷ kernel-btrfs = {r:.2f}×", "met" if ok else "**not met**"))
+
+    one("Sequential read ≥ 0.9× kernel (throughput)", "seqread-cold", 0.9, True)
+    one("Cold find within 2× of the kernel (time)", "find-cold", 2.0, False)
+    one("Warm find within 1.5× of the kernel (time)", "find-warm", 1.5, False)
+    mem = sorted((wl for wl in cells if wl.startswith(MEMORY_PREFIX)),
+                 key=lambda w: parse_size(w[len(MEMORY_PREFIX):]))
+    if mem:
+        parts, ok = [], True
+        for wl in mem:
+            c = cells[wl].get("ubtrfs")
+            if not c:
+                continue
+            cache = parse_size(wl[len(MEMORY_PREFIX):]) / (1 << 20)
+            peak = max(c.values)
+            parts.append(f"cache_size={wl[len(MEMORY_PREFIX):]}: peak {peak:.0f} MiB")
+            if peak > cache + 32:
+                ok = False
+        rows.append(("Daemon memory bounded by its cache setting (peak RSS ≤ cache_size "
+                     "+ 32 MiB)", "; ".join(parts), "met" if ok else "**not met**"))
+    else:
+        rows.append(("Daemon memory bounded by its cache setting", "not measured in this run",
+                     "—"))
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--raw", required=True)
+    ap.add_argument("--meta", required=True)
+    ap.add_argument("--writes", required=True)
+    ap.add_argument("--md", required=True)
+    ap.add_argument("--csv", required=True)
+    a = ap.parse_args()
+
+    cells, order = load(a.raw)
+    meta = load_meta(a.meta)
+    writes = [l.rstrip("\n").split("\t") for l in open(a.writes) if l.strip()]
+
+    out = []
+    w = out.append
+    w(f"# ubtrfs read-path benchmark, {meta.get('date', '?')}")
+    w("")
+    w(f"`bench/run` {meta.get('mode', '?')} run: {meta.get('reps', '?')} repetitions, "
+      f"targets alternating within each repetition; pinned: {meta.get('pinned', '?')}; "
+      f"took {int(meta.get('elapsed_s', 0)) // 60} min {int(meta.get('elapsed_s', 0)) % 60} s."
+      + (" **perf was attached (--profile): figures are disturbed.**"
+         if meta.get("profile") == "1" else ""))
+    w("")
+    w("| | |")
+    w("|---|---|")
+    for key, label in [("cpu", "CPU"), ("cores", "cores"), ("ram", "RAM"),
+                       ("kernel", "kernel"), ("os", "OS"), ("disk", "disk"),
+                       ("ubtrfs", "ubtrfs"), ("ubtrfs_build", "ubtrfs build type"),
+                       ("git", "source (git describe)"), ("btrfs_progs", "btrfs-progs"),
+                       ("fio", "fio"), ("bindfs", "bindfs"),
+                       ("load_start", "load average at start"),
+                       ("load_end", "load average at end")]:
+        w(f"| {label} | {meta.get(key, '?')} |")
+    w("")
+    tb = int(meta.get("tree_bytes", 0))
+    md = int(meta.get("btrfs_metadata", 0) or 0)
+    w("**Data** (the same on every target, written once through kernel mounts): "
+      "`data/seq-1g` (1 GiB), `data/rand-256m` (256 MiB), both pseudo-random; "
+      f"`tree/`: {meta.get('tree_files', '?')} files, {meta.get('tree_dirs', '?')} "
+      f"directories, {meta.get('tree_symlinks', '?')} symlinks, "
+      f"{tb / (1 << 20):.0f} MiB (bench/lib/mktree.py, deterministic). "
+      f"btrfs metadata in use: {md / (1 << 20):.1f} MiB.")
+    w("")
+    w("**Targets.** `ubtrfs`: the FUSE daemon (`ubtrfs mount -f -o ro`, default "
+      "cache_size 64M) on a btrfs image made by "
+      f"{meta.get('ubtrfs_image', '?')}. `ubtrfs-kernelmkfs`: the same daemon on "
+      "the image made by mkfs.btrfs (defaults) and populated by the kernel. "
+      "`kernel-btrfs`: that mkfs.btrfs image on a "
+      "read-only loop device, mounted `-o ro` by the kernel. `kernel-ext4`: an "
+      "ext4 image with the same data, `-o ro`. `fuse-passthrough`: bindfs "
+      f"(`-o {meta.get('bindfs_opts', '?')}`, the same kernel-cache policy as ubtrfs) "
+      "over the ext4 mount. All images are files on the same disk. FUSE daemons are "
+      "mounted fresh for every run, so a cold run also has a cold daemon (ubtrfs's "
+      "tree-block cache is not emptied by drop_caches). When pinned, the daemons "
+      "and the workload share one CPU; kernel threads (loop, btrfs workers) are not "
+      "pinned.")
+    w("")
+    w("Ratios are ubtrfs's median divided by the other target's median, in the "
+      "workload's unit: for throughput (MiB/s, IOPS, entries/s) above 1 is better "
+      "for ubtrfs, for times (s, ms) below 1 is better.")
+    w("")
+    w("## Goals")
+    w("")
+    w("| goal | figure | verdict |")
+    w("|---|---|---|")
+    for g, fig, v in goals(cells, meta):
+        w(f"| {g} | {fig} | {v} |")
+    w("")
+
+    w("## Figures")
+    csv_rows = []
+    for wl in order:
+        if wl.startswith(MEMORY_PREFIX) or wl == "memory-mounted":
+            continue
+        title, what, higher = WORKLOADS.get(wl, (wl, "", True))
+        w("")
+        w(f"### {wl}: {title}")
+        w("")
+        w(f"{what}. {'Higher' if higher else 'Lower'} is better.")
+        w("")
+        cpu_label = "tool CPU s" if wl == "get-cold" else "daemon CPU s"
+        rss_label = "tool peak RSS MiB" if wl == "get-cold" else "daemon peak RSS MiB"
+        w(f"| target | median | min–max | unit | ubtrfs ÷ target | {cpu_label} | {rss_label} |")
+        w("|---|---:|---:|---|---:|---:|---:|")
+        for tgt in TARGET_ORDER:
+            c = cells[wl].get(tgt)
+            if not c:
+                continue
+            r = ratio(cells, wl, tgt) if tgt != "ubtrfs" else None
+            cpu = fmt(statistics.median(c.cpu)) if c.cpu else "—"
+            rss = fmt(max(c.rss)) if c.rss else "—"
+            label = tgt
+            if wl == "get-cold":
+                label = {"kernel-btrfs": "kernel-btrfs (btrfs restore)"}.get(tgt, tgt + " (ubtrfs get)")
+            w(f"| {label} | {fmt(c.median)} | {fmt(min(c.values))}–{fmt(max(c.values))} "
+              f"| {c.unit} | {'—' if r is None else f'{r:.2f}×'} | {cpu} | {rss} |")
+            csv_rows.append((wl, tgt, csvnum(c.median), csvnum(min(c.values)),
+                             csvnum(max(c.values)), c.unit))
+            if c.cpu:
+                csv_rows.append((wl + ".cpu", tgt, csvnum(statistics.median(c.cpu)),
+                                 csvnum(min(c.cpu)), csvnum(max(c.cpu)), "s"))
+            if c.rss:
+                csv_rows.append((wl + ".peak-rss", tgt, csvnum(statistics.median(c.rss)),
+                                 csvnum(min(c.rss)), csvnum(max(c.rss)), "MiB"))
+
+    mem = sorted((wl for wl in order if wl.startswith(MEMORY_PREFIX)),
+                 key=lambda s: parse_size(s[len(MEMORY_PREFIX):]))
+    mounted = cells.get("memory-mounted", {}).get("ubtrfs")
+    if mounted:
+        csv_rows.append(("memory-mounted", "ubtrfs", csvnum(mounted.median),
+                         csvnum(min(mounted.values)), csvnum(max(mounted.values)), "MiB"))
+    if mem:
+        w("")
+        w("### memory: daemon peak RSS against cache_size")
+        w("")
+        w("The ubtrfs daemon mounted with `-o cache_size=N`, then a cold `tar` of the "
+          "tree (every tree block and file once); VmHWM of the daemon afterwards. "
+          f"The tree's btrfs metadata is {md / (1 << 20):.1f} MiB, so caches larger "
+          "than that never fill."
+          + (f" Right after mounting (nothing read yet) the daemon's peak RSS is "
+             f"{fmt(mounted.median)} MiB (median)." if mounted else ""))
+        w("")
+        w("| cache_size | peak RSS MiB, median | min–max | daemon CPU s |")
+        w("|---|---:|---:|---:|")
+        for wl in mem:
+            c = cells[wl].get("ubtrfs")
+            if not c:
+                continue
+            w(f"| {wl[len(MEMORY_PREFIX):]} | {fmt(c.median)} | {fmt(min(c.values))}–"
+              f"{fmt(max(c.values))} | {fmt(statistics.median(c.cpu)) if c.cpu else '—'} |")
+            csv_rows.append((wl, "ubtrfs", csvnum(c.median), csvnum(min(c.values)),
+                             csvnum(max(c.values)), "MiB"))
+
+    w("")
+    w("### Write workloads")
+    w("")
+    w("n/a until write support: ubtrfs mounts read-only only, so these are not run "
+      "(and not faked) for any target.")
+    w("")
+    w("| workload | unit | what | ubtrfs |")
+    w("|---|---|---|---|")
+    for name, unit, what in writes:
+        w(f"| {name} | {unit} | {what} | n/a until write support |")
+        csv_rows.append((name, "ubtrfs", "n/a", "n/a", "n/a", unit))
+
+    w("")
+    w("## Every repetition")
+    w("")
+    w("| workload | target | values (in run order) | unit |")
+    w("|---|---|---|---|")
+    for wl in order:
+        for tgt in TARGET_ORDER:
+            c = cells[wl].get(tgt)
+            if c:
+                w(f"| {wl} | {tgt} | {', '.join(fmt(v) for v in c.values)} | {c.unit} |")
+    w("")
+
+    with open(a.md, "w") as f:
+        f.write("\n".join(out))
+    with open(a.csv, "w", newline="") as f:
+        cw = csv.writer(f, lineterminator="\n")
+        cw.writerow(["workload", "target", "median", "min", "max", "unit"])
+        cw.writerows(csv_rows)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
