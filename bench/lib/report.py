@@ -21,10 +21,12 @@ WORKLOADS = {
                      "fio read of the 1 GiB file, 1 MiB psync reads; page cache "
                      "dropped (and FUSE daemons remounted) first", True),
     "randread-cold": ("4 KiB random read, cold",
-                      "fio randread of the 256 MiB file, psync, iodepth 1, "
-                      "time-based; caches dropped / daemons remounted first", True),
+                      "fio randread of 8192 distinct 4 KiB blocks (32 MiB) of the "
+                      "256 MiB file, psync, iodepth 1; caches dropped / daemons "
+                      "remounted first, so every read misses", True),
     "randread-warm": ("4 KiB random read, warm",
-                      "as above after reading the whole file once", True),
+                      "fio randread of the 256 MiB file, psync, iodepth 1, "
+                      "time-based, after reading the whole file once", True),
     "find-cold": ("find, cold", "find over the tree; caches dropped first", False),
     "find-warm": ("find, warm", "find over the tree after one unmeasured pass", False),
     "ls-cold": ("ls -lR, cold", "ls -lR of the tree (entries listed per second); "
