@@ -399,14 +399,13 @@ static void op_statfs(fuse_req_t req, fuse_ino_t node)
 	fuse_reply_statfs(req, &v);
 }
 
-static void op_getxattr(fuse_req_t req, fuse_ino_t node, const char *name, size_t size)
+/* getxattr and listxattr share one reply protocol: size 0 asks for the
+ * size needed, otherwise the bytes (or ERANGE from the library). */
+static void reply_xattr_call(fuse_req_t req, size_t size,
+			     ssize_t (*get)(void *ctx, char *buf, size_t size), void *ctx)
 {
-	struct fuse_state *s = state(req);
-	ubtrfs_ino id;
-
-	from_node(s, node, &id);
 	if (size == 0) {
-		ssize_t n = ubtrfs_getxattr(s->fs, id, name, NULL, 0);
+		ssize_t n = get(ctx, NULL, 0);
 		if (n < 0)
 			fuse_reply_err(req, (int)-n);
 		else
@@ -418,7 +417,7 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t node, const char *name, size_
 		fuse_reply_err(req, ENOMEM);
 		return;
 	}
-	ssize_t n = ubtrfs_getxattr(s->fs, id, name, buf, size);
+	ssize_t n = get(ctx, buf, size);
 	if (n < 0)
 		fuse_reply_err(req, (int)-n);
 	else
@@ -426,31 +425,38 @@ static void op_getxattr(fuse_req_t req, fuse_ino_t node, const char *name, size_
 	free(buf);
 }
 
+struct xattr_call {
+	struct fuse_state *s;
+	ubtrfs_ino id;
+	const char *name;
+};
+
+static ssize_t get_value(void *ctx, char *buf, size_t size)
+{
+	struct xattr_call *c = ctx;
+	return ubtrfs_getxattr(c->s->fs, c->id, c->name, buf, size);
+}
+
+static ssize_t get_names(void *ctx, char *buf, size_t size)
+{
+	struct xattr_call *c = ctx;
+	return ubtrfs_listxattr(c->s->fs, c->id, buf, size);
+}
+
+static void op_getxattr(fuse_req_t req, fuse_ino_t node, const char *name, size_t size)
+{
+	struct xattr_call c = { state(req), { 0, 0 }, name };
+
+	from_node(c.s, node, &c.id);
+	reply_xattr_call(req, size, get_value, &c);
+}
+
 static void op_listxattr(fuse_req_t req, fuse_ino_t node, size_t size)
 {
-	struct fuse_state *s = state(req);
-	ubtrfs_ino id;
+	struct xattr_call c = { state(req), { 0, 0 }, NULL };
 
-	from_node(s, node, &id);
-	if (size == 0) {
-		ssize_t n = ubtrfs_listxattr(s->fs, id, NULL, 0);
-		if (n < 0)
-			fuse_reply_err(req, (int)-n);
-		else
-			fuse_reply_xattr(req, (size_t)n);
-		return;
-	}
-	char *buf = malloc(size);
-	if (!buf) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	ssize_t n = ubtrfs_listxattr(s->fs, id, buf, size);
-	if (n < 0)
-		fuse_reply_err(req, (int)-n);
-	else
-		fuse_reply_buf(req, buf, (size_t)n);
-	free(buf);
+	from_node(c.s, node, &c.id);
+	reply_xattr_call(req, size, get_names, &c);
 }
 
 static const struct fuse_lowlevel_ops ops = {
