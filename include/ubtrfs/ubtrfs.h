@@ -144,6 +144,19 @@ UBTRFS_API int ubtrfs_parent(ubtrfs_fs *fs, ubtrfs_ino dir, ubtrfs_ino *out);
 
 /* File data; returns bytes read (0 at EOF) or -errno (-EIO: checksum). */
 UBTRFS_API ssize_t ubtrfs_read(ubtrfs_fs *fs, ubtrfs_ino id, void *buf, size_t len, uint64_t off);
+/*
+ * The same bytes without a copy where possible: fills iov[0..*iovcnt)
+ * (capacity *iovcnt on entry, at least 3; 2 * len / 4096 + 1 entries let
+ * every mappable byte be mapped, and what does not fit is copied) with
+ * pointers into the read-only mapped image where the data lies there
+ * uncompressed and its checksums verified, and into `scratch` (len bytes)
+ * for everything else.  The pointers stay valid while `fs` is open; the
+ * caller must not write through them.  Returns bytes described, as
+ * ubtrfs_read.  The FUSE driver replies to READ from these segments.
+ */
+struct iovec;
+UBTRFS_API ssize_t ubtrfs_read_iov(ubtrfs_fs *fs, ubtrfs_ino id, void *scratch, size_t len,
+				   uint64_t off, struct iovec *iov, size_t *iovcnt);
 /* Symlink target, NUL-terminated; returns its length or -errno. */
 UBTRFS_API ssize_t ubtrfs_readlink(ubtrfs_fs *fs, ubtrfs_ino id, char *buf, size_t size);
 /* As listxattr(2)/getxattr(2): size 0 asks for the size needed. */
@@ -257,6 +270,8 @@ struct ubtrfs_mkfs_opts {
 	enum ubtrfs_csum_type csum_type;
 	bool disable_no_holes;		/* -O ^no-holes */
 	bool disable_free_space_tree;	/* -R ^free-space-tree */
+	bool block_group_tree;		/* -O block-group-tree (off by default; needs
+					 * no-holes and the free-space tree) */
 	uint64_t byte_count;		/* size of each device, 0: all of it; a missing
 					 * image file is created, a short one extended */
 	bool force;			/* overwrite an existing btrfs */

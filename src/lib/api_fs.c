@@ -288,6 +288,23 @@ ssize_t ubtrfs_read(ubtrfs_fs *f, ubtrfs_ino id, void *buf, size_t len, uint64_t
 	return ubt_file_read(f->fs, &in, buf, len, off);
 }
 
+ssize_t ubtrfs_read_iov(ubtrfs_fs *f, ubtrfs_ino id, void *scratch, size_t len, uint64_t off,
+			struct iovec *iov, size_t *iovcnt)
+{
+	struct ubt_inode in;
+	int ret = get_inode(f, id, &in);
+
+	if (ret) {
+		*iovcnt = 0;
+		return ret;
+	}
+	if (!S_ISREG(ubt_inode_mode(&in)) && !S_ISLNK(ubt_inode_mode(&in))) {
+		*iovcnt = 0;
+		return S_ISDIR(ubt_inode_mode(&in)) ? -EISDIR : -EINVAL;
+	}
+	return ubt_file_read_vec(f->fs, &in, scratch, len, off, iov, iovcnt);
+}
+
 ssize_t ubtrfs_readlink(ubtrfs_fs *f, ubtrfs_ino id, char *buf, size_t size)
 {
 	struct ubt_inode in;
@@ -307,22 +324,22 @@ ssize_t ubtrfs_readlink(ubtrfs_fs *f, ubtrfs_ino id, char *buf, size_t size)
 
 ssize_t ubtrfs_listxattr(ubtrfs_fs *f, ubtrfs_ino id, char *buf, size_t size)
 {
-	struct ubt_inode in;
-	int ret = get_inode(f, id, &in);
+	const struct ubt_subvol *sv;
+	int ret = ubt_fs_subvol(f->fs, id.subvol, &sv);
 
 	if (ret)
 		return ret;
-	return ubt_xattr_list(f->fs, &in, buf, size);
+	return ubt_xattr_list(f->fs, sv, id.ino, buf, size);
 }
 
 ssize_t ubtrfs_getxattr(ubtrfs_fs *f, ubtrfs_ino id, const char *name, void *buf, size_t size)
 {
-	struct ubt_inode in;
-	int ret = get_inode(f, id, &in);
+	const struct ubt_subvol *sv;
+	int ret = ubt_fs_subvol(f->fs, id.subvol, &sv);
 
 	if (ret)
 		return ret;
-	return ubt_xattr_get(f->fs, &in, name, buf, size);
+	return ubt_xattr_get(f->fs, sv, id.ino, name, buf, size);
 }
 
 int ubtrfs_data_ranges(ubtrfs_fs *f, ubtrfs_ino id,

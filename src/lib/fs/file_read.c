@@ -10,15 +10,22 @@
  * (disk_num_bytes, at most 128 KiB expanded), checked, expanded, and the
  * referenced slice [offset, offset + num_bytes) is used.  Checksums always
  * cover what is on disk: the compressed bytes for compressed extents.
+ *
+ * Zero copy: ubt_file_read_vec() answers uncompressed data that lies in a
+ * mapped device (ubt_volume_map) with pointers into the mapping, verified in
+ * place; everything else (holes, inline, compressed, unmappable or failing
+ * copies) is produced in the caller's buffer as ubt_file_read() does.
  */
 #include "fs.h"
 
 #include "base/base.h"
 #include "fs/compress.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/uio.h>
 
 /*
  * Fill csums[i] for each sector of [bytenr, bytenr + n * sectorsize) that
@@ -243,6 +250,8 @@ static int read_extent_part(struct ubt_fs *fs, const struct ubt_inode *in,
 	uint64_t disk_a = x->disk_bytenr + x->offset + (a - x->file_start);
 	uint64_t start = disk_a & ~((uint64_t)ss - 1);
 	uint64_t end = (disk_a + (b - a) + ss - 1) & ~((uint64_t)ss - 1);
+	if (start == disk_a && end == disk_a + (b - a))
+		return read_data_verified(fs, start, dst, (size_t)(b - a), verify);
 	uint8_t *tmp = malloc((size_t)(end - start));
 	if (!tmp)
 		return -ENOMEM;
@@ -251,6 +260,112 @@ static int read_extent_part(struct ubt_fs *fs, const struct ubt_inode *in,
 		memcpy(dst, tmp + (disk_a - start), (size_t)(b - a));
 	free(tmp);
 	return ret;
+}
+
+/*
+ * Verify the mapped copy of [bytenr, bytenr + len) (sector aligned) against
+ * the csum tree without logging: 0 when every sector with a checksum
+ * matches, 1 when one does not (the caller then takes the logged read path
+ * that tries the other copies), <0 on errors.
+ */
+static int verify_mapped(struct ubt_fs *fs, uint64_t bytenr, const uint8_t *p, size_t len)
+{
+	uint32_t ss = fs->sectorsize, cs = fs->csum_size;
+	size_t nsect = len / ss;
+	uint8_t *csums = malloc(nsect * cs + 1);
+	bool *have = malloc(nsect * sizeof(*have) + 1);
+	int ret;
+
+	if (!csums || !have) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	ret = lookup_csums(fs, bytenr, nsect, csums, have);
+	for (size_t i = 0; ret == 0 && i < nsect; i++) {
+		uint8_t got[UBT_CSUM_MAX];
+		if (!have[i])
+			continue;
+		ubt_csum(fs->csum_type, p + i * ss, ss, got);
+		if (memcmp(got, csums + i * cs, cs))
+			ret = 1;
+	}
+out:
+	free(csums);
+	free(have);
+	return ret;
+}
+
+/*
+ * The segment list of ubt_file_read_vec: file bytes [vec->from, cursor) are
+ * described by iov[0..n); bytes from `cursor` on that are not mapped are
+ * produced in buf and added as one segment when the next mapped piece (or
+ * the end) comes.
+ */
+struct read_vec {
+	struct iovec *iov;
+	size_t n, cap;
+	uint8_t *buf;		/* file byte `from` is buf[0] */
+	uint64_t from, cursor;
+};
+
+static void vec_add(struct read_vec *v, const void *p, size_t len)
+{
+	struct iovec *last = v->n ? &v->iov[v->n - 1] : NULL;
+
+	if (!len)
+		return;
+	if (last && (const uint8_t *)last->iov_base + last->iov_len == (const uint8_t *)p) {
+		last->iov_len += len;
+		return;
+	}
+	v->iov[v->n].iov_base = (void *)(uintptr_t)p;
+	v->iov[v->n].iov_len = len;
+	v->n++;
+}
+
+/* Describe file bytes [cursor, to) by the caller's buffer. */
+static void vec_flush_buf(struct read_vec *v, uint64_t to)
+{
+	if (to > v->cursor) {
+		vec_add(v, v->buf + (v->cursor - v->from), (size_t)(to - v->cursor));
+		v->cursor = to;
+	}
+}
+
+/*
+ * Answer file bytes [a, b) of uncompressed extent x from the mapped device:
+ * returns how far (from a) it got; the rest is for the buffer path.  Only
+ * sector-aligned starts are mapped (reads at sector-aligned offsets, which
+ * the kernel's page-sized requests always are); a tail that ends inside a
+ * sector is verified as the whole sector.
+ */
+static uint64_t map_extent_part(struct ubt_fs *fs, bool verify, const struct extent_info *x,
+				uint64_t a, uint64_t b, struct read_vec *v)
+{
+	uint32_t ss = fs->sectorsize;
+	uint64_t disk = x->disk_bytenr + x->offset + (a - x->file_start);
+	uint64_t done = a;
+
+	if (disk % ss)
+		return a;
+	while (done < b && v->cap - v->n >= 3) {	/* room for buf + map + buf */
+		uint64_t want = b - done;
+		size_t want_r = (size_t)UBT_MIN((want + ss - 1) / ss * ss, (uint64_t)SIZE_MAX / 2);
+		const uint8_t *p;
+		size_t n = ubt_volume_map(fs->vol, disk, want_r, 1, &p) / ss * ss;
+		if (n == 0)
+			break;
+		size_t use = (size_t)UBT_MIN((uint64_t)n, want);
+		size_t span = (use + ss - 1) / ss * ss;		/* <= n */
+		if (verify && verify_mapped(fs, disk, p, span) != 0)
+			break;
+		vec_flush_buf(v, done);
+		vec_add(v, p, use);
+		v->cursor = done + use;
+		done += use;
+		disk += use;
+	}
+	return done;
 }
 
 /* Walk the extent items overlapping [from, to). fn gets each parsed one. */
@@ -299,7 +414,18 @@ struct read_ctx {
 	const struct ubt_inode *in;
 	uint8_t *buf;
 	uint64_t from, to;
+	uint64_t zeroed_to;	/* buf holds defined bytes for [from, zeroed_to) */
+	struct read_vec *vec;	/* NULL: everything into buf */
 };
+
+/* Holes and NO_HOLES gaps read as zeros: clear what no extent covered. */
+static void zero_gap(struct read_ctx *r, uint64_t to)
+{
+	if (to > r->zeroed_to) {
+		memset(r->buf + (r->zeroed_to - r->from), 0, (size_t)(to - r->zeroed_to));
+		r->zeroed_to = to;
+	}
+}
 
 static int read_one(void *ctx, const struct extent_info *x)
 {
@@ -308,12 +434,25 @@ static int read_one(void *ctx, const struct extent_info *x)
 
 	if (a >= b)
 		return 0;
+	zero_gap(r, a);
+	if (r->vec && x->type == BTRFS_FILE_EXTENT_REG && x->disk_bytenr != 0 &&
+	    x->compression == BTRFS_COMPRESS_NONE) {
+		bool verify = !(btrfs_inode_flags(&r->in->item) & BTRFS_INODE_NODATASUM);
+		a = map_extent_part(r->fs, verify, x, a, b, r->vec);
+		if (a >= b) {
+			r->zeroed_to = UBT_MAX(r->zeroed_to, b);
+			return 0;
+		}
+	}
 	int ret = read_extent_part(r->fs, r->in, x, a, b, r->buf + (a - r->from));
-	return ret < 0 ? ret : 0;
+	if (ret < 0)
+		return ret;
+	r->zeroed_to = UBT_MAX(r->zeroed_to, b);
+	return 0;
 }
 
-ssize_t ubt_file_read(struct ubt_fs *fs, const struct ubt_inode *in, void *buf, size_t len,
-		      uint64_t off)
+static ssize_t file_read(struct ubt_fs *fs, const struct ubt_inode *in, void *buf, size_t len,
+			 uint64_t off, struct read_vec *vec)
 {
 	uint64_t isize = btrfs_inode_size(&in->item);
 	mode_t mode = ubt_inode_mode(in);
@@ -325,12 +464,41 @@ ssize_t ubt_file_read(struct ubt_fs *fs, const struct ubt_inode *in, void *buf, 
 		return 0;
 	if (len > isize - off)
 		len = (size_t)(isize - off);
-	memset(buf, 0, len);	/* holes and NO_HOLES gaps read as zeros */
-	struct read_ctx r = { fs, in, buf, off, off + len };
+	struct read_ctx r = { fs, in, buf, off, off + len, off, vec };
 	ret = for_each_extent(fs, in, off, off + len, read_one, &r);
 	if (ret < 0)
 		return ret;
+	zero_gap(&r, off + len);
+	if (vec)
+		vec_flush_buf(vec, off + len);
 	return (ssize_t)len;
+}
+
+ssize_t ubt_file_read(struct ubt_fs *fs, const struct ubt_inode *in, void *buf, size_t len,
+		      uint64_t off)
+{
+	return file_read(fs, in, buf, len, off, NULL);
+}
+
+ssize_t ubt_file_read_vec(struct ubt_fs *fs, const struct ubt_inode *in, void *buf, size_t len,
+			  uint64_t off, struct iovec *iov, size_t *iovcnt)
+{
+	struct read_vec v = { iov, 0, *iovcnt, buf, off, off };
+
+	*iovcnt = 0;
+	if (v.cap < 3) {
+		ssize_t n = file_read(fs, in, buf, len, off, NULL);
+		if (n > 0 && v.cap) {
+			iov[0].iov_base = buf;
+			iov[0].iov_len = (size_t)n;
+			*iovcnt = 1;
+		}
+		return n;
+	}
+	ssize_t n = file_read(fs, in, buf, len, off, &v);
+	if (n >= 0)
+		*iovcnt = v.n;
+	return n;
 }
 
 struct ranges_ctx {

@@ -112,15 +112,29 @@ int ubt_readlink(struct ubt_fs *fs, const struct ubt_inode *in, char *buf, size_
 
 /* xattrs: list names (NUL-separated, like listxattr) / get one value.
  * With size 0 they return the size needed.  -ENODATA when absent, -ERANGE
- * when the buffer is too small. */
-ssize_t ubt_xattr_list(struct ubt_fs *fs, const struct ubt_inode *in, char *buf, size_t size);
-ssize_t ubt_xattr_get(struct ubt_fs *fs, const struct ubt_inode *in, const char *name, void *buf,
-		      size_t size);
+ * when the buffer is too small, -ENOENT when inode `ino` does not exist.
+ * They take the inode number rather than an inode read beforehand: the
+ * common case (ls asking for security.selinux on every file) then costs one
+ * tree search, which also proves that the inode exists. */
+ssize_t ubt_xattr_list(struct ubt_fs *fs, const struct ubt_subvol *sv, uint64_t ino, char *buf,
+		       size_t size);
+ssize_t ubt_xattr_get(struct ubt_fs *fs, const struct ubt_subvol *sv, uint64_t ino,
+		      const char *name, void *buf, size_t size);
 
 /* Read file data [off, off+len) clipped at i_size; returns bytes read or <0.
  * Checksums are verified (other copies tried) unless the inode is NODATASUM. */
 ssize_t ubt_file_read(struct ubt_fs *fs, const struct ubt_inode *in, void *buf, size_t len,
 		      uint64_t off);
+/*
+ * The same bytes as a segment list: iov[0..*iovcnt) (capacity *iovcnt on
+ * entry) points into mapped devices where the data is there and verified,
+ * and into buf (len bytes, used as scratch) for the rest.  The pointers stay
+ * valid while the filesystem is open.  Returns the byte count like
+ * ubt_file_read; 0 segments at EOF.
+ */
+struct iovec;
+ssize_t ubt_file_read_vec(struct ubt_fs *fs, const struct ubt_inode *in, void *buf, size_t len,
+			  uint64_t off, struct iovec *iov, size_t *iovcnt);
 
 /* Data extents of a file for sparseness-preserving copies: call fn for each
  * range that holds data (not holes, not preallocated). */

@@ -217,18 +217,29 @@ static int add_xattr_name(void *ctx, const struct btrfs_dir_item *di, const char
 	return 0;
 }
 
-ssize_t ubt_xattr_list(struct ubt_fs *fs, const struct ubt_inode *in, char *buf, size_t size)
+ssize_t ubt_xattr_list(struct ubt_fs *fs, const struct ubt_subvol *sv, uint64_t ino, char *buf,
+		       size_t size)
 {
-	struct btrfs_key min = { in->ino, BTRFS_XATTR_ITEM_KEY, 0 };
-	struct btrfs_key max = { in->ino, BTRFS_XATTR_ITEM_KEY, (uint64_t)-1 };
+	/* Start at the INODE_ITEM, which sorts before every other item of the
+	 * inode: seeing it proves the inode exists, in the same walk. */
+	struct btrfs_key min = { ino, BTRFS_INODE_ITEM_KEY, 0 };
+	struct btrfs_key max = { ino, BTRFS_XATTR_ITEM_KEY, (uint64_t)-1 };
 	struct xattr_list l = { buf, size, 0, 0 };
 	struct ubt_iter it;
+	bool seen_inode = false;
 	int ret;
 
-	if (in->ino == BTRFS_EMPTY_SUBVOL_DIR_OBJECTID)
+	if (ino == BTRFS_EMPTY_SUBVOL_DIR_OBJECTID)
 		return 0;
-	ubt_iter_start(&it, &fs->tree, &in->sv->root, &min, &max);
+	ubt_iter_start(&it, &fs->tree, &sv->root, &min, &max);
 	while ((ret = ubt_iter_next(&it)) == 0) {
+		if (!seen_inode) {
+			if (it.key.type != BTRFS_INODE_ITEM_KEY || it.key.offset != 0)
+				break;
+			seen_inode = true;
+		}
+		if (it.key.type != BTRFS_XATTR_ITEM_KEY)
+			continue;
 		ret = walk_dir_entries(it.data, it.size, it.leaf->start, add_xattr_name, &l);
 		if (ret < 0 || l.err)
 			break;
@@ -236,24 +247,44 @@ ssize_t ubt_xattr_list(struct ubt_fs *fs, const struct ubt_inode *in, char *buf,
 	ubt_iter_end(&it);
 	if (ret < 0)
 		return ret;
+	if (!seen_inode)
+		return -ENOENT;
 	if (l.err)
 		return l.err;
 	return (ssize_t)l.used;
 }
 
-ssize_t ubt_xattr_get(struct ubt_fs *fs, const struct ubt_inode *in, const char *name, void *buf,
-		      size_t size)
+/*
+ * After a search for (ino, XATTR_ITEM, hash) that found nothing: does the
+ * inode exist?  Its INODE_ITEM sorts first among its items, so the inode
+ * exists exactly when the item just before the insertion point belongs to
+ * it (checked in the leaf at hand when possible, else by a lookup).
+ */
+static int inode_exists_before(struct ubt_fs *fs, const struct ubt_subvol *sv, uint64_t ino,
+			       const struct ubt_path *path)
+{
+	if (path->slots[0] > 0) {
+		struct btrfs_key k;
+		ubt_eb_item_key(path->nodes[0], path->slots[0] - 1, &k);
+		return k.objectid == ino ? 0 : -ENOENT;
+	}
+	struct ubt_inode in;
+	return ubt_inode_read(fs, sv, ino, &in);
+}
+
+ssize_t ubt_xattr_get(struct ubt_fs *fs, const struct ubt_subvol *sv, uint64_t ino,
+		      const char *name, void *buf, size_t size)
 {
 	size_t len = strlen(name);
-	struct btrfs_key key = { in->ino, BTRFS_XATTR_ITEM_KEY, ubt_name_hash(name, len) };
+	struct btrfs_key key = { ino, BTRFS_XATTR_ITEM_KEY, ubt_name_hash(name, len) };
 	struct name_match m = { name, len, { 0, 0, 0 }, 0, NULL, 0 };
 	struct ubt_path path;
 	ssize_t ret;
 
-	if (in->ino == BTRFS_EMPTY_SUBVOL_DIR_OBJECTID)
+	if (ino == BTRFS_EMPTY_SUBVOL_DIR_OBJECTID)
 		return -ENODATA;
 	ubt_path_init(&path);
-	ret = ubt_search_slot(&fs->tree, &in->sv->root, &key, &path);
+	ret = ubt_search_slot(&fs->tree, &sv->root, &key, &path);
 	if (ret == 0) {
 		ret = walk_dir_entries(ubt_eb_item_data(path.nodes[0], path.slots[0]),
 				       ubt_eb_item_size(path.nodes[0], path.slots[0]),
@@ -271,7 +302,9 @@ ssize_t ubt_xattr_get(struct ubt_fs *fs, const struct ubt_inode *in, const char 
 			ret = -ENODATA;
 		}
 	} else if (ret == 1) {
-		ret = -ENODATA;
+		ret = inode_exists_before(fs, sv, ino, &path);
+		if (ret == 0)
+			ret = -ENODATA;
 	}
 	ubt_path_release(&fs->tree, &path);
 	return ret;

@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -111,6 +112,8 @@ static void file_destroy(struct ubt_bdev *bd)
 {
 	struct file_priv *fp = bd->priv;
 
+	if (bd->map)
+		munmap((void *)(uintptr_t)bd->map, (size_t)bd->size);
 	close(fp->fd);
 	free(fp);
 }
@@ -160,6 +163,12 @@ int ubt_bdev_open_file(const char *path, unsigned flags, struct ubt_bdev **out)
 	bd->size = (uint64_t)end;
 	bd->readonly = ro;
 	bd->priv = fp;
+	/* Best effort: without a mapping every read goes through pread. */
+	if (bd->size > 0 && bd->size <= SIZE_MAX) {
+		void *m = mmap(NULL, (size_t)bd->size, PROT_READ, MAP_SHARED, fd, 0);
+		if (m != MAP_FAILED)
+			bd->map = m;
+	}
 	*out = bd;
 	return 0;
 fail:
@@ -228,6 +237,7 @@ int ubt_bdev_open_memory(uint64_t size, const void *init, size_t init_len, unsig
 		memcpy(bd->priv, init, init_len);
 	bd->ops = &mem_ops;
 	bd->size = size;
+	bd->map = bd->priv;
 	bd->readonly = flags & UBT_BDEV_RDONLY;
 	*out = bd;
 	return 0;

@@ -34,6 +34,16 @@ struct ubt_bdev {
 	bool readonly;
 	char *name;		/* path or description, for messages */
 	void *priv;
+	/*
+	 * The whole device mapped read-only (mmap of the file; the buffer of a
+	 * memory device), or NULL where mapping failed or is not offered.
+	 * Readers may take bytes straight from here instead of read() - the
+	 * data path replies to FUSE from it without a copy.  Bounds are the
+	 * caller's to check against `size`.  The mapping sees writes made
+	 * through `write` (one page cache).  A file truncated behind our back
+	 * would fault on access: the daemon assumes it owns its images.
+	 */
+	const uint8_t *map;
 };
 
 enum {

@@ -2,12 +2,17 @@
  * tree layer: the bounded tree-block cache and verified block reads.
  *
  * Owns: struct ubt_eb lifetime (reference counted), the hash from logical
- * address to block, and the LRU of unreferenced blocks that keeps the cache
- * under max_bytes.  A block enters the cache only after the tree checker
+ * address to block, and the replacement policy that keeps the cache under
+ * max_bytes: CLOCK (second chance).  Every cached block sits on one ring; a
+ * hit only sets the block's `referenced` bit, and eviction moves the hand
+ * round the ring, clearing bits and freeing the first unreferenced block
+ * nobody holds.  A hit thus costs a hash lookup and two stores under the
+ * lock, where an LRU relinked the block (and touched both neighbours) on
+ * every get and put.  A block enters the cache only after the tree checker
  * accepted it against what its parent expects, so everything reachable from
  * the cache is safe to index without further bounds checks.
  *
- * Lock: t->lock guards buckets, LRU, refs and stats.  It is never held
+ * Lock: t->lock guards buckets, the ring, refs and stats.  It is never held
  * during device I/O: two threads missing on the same block both read it and
  * the second insert keeps the first copy.
  */
@@ -60,32 +65,31 @@ void ubt_tree_ctx_destroy(struct ubt_tree_ctx *t)
 	pthread_mutex_destroy(&t->lock);
 }
 
-static void lru_unlink(struct ubt_tree_ctx *t, struct ubt_eb *eb)
+static void ring_unlink(struct ubt_tree_ctx *t, struct ubt_eb *eb)
 {
-	if (!eb->on_lru)
-		return;
-	if (eb->lru_prev)
-		eb->lru_prev->lru_next = eb->lru_next;
-	else
-		t->lru_oldest = eb->lru_next;
-	if (eb->lru_next)
-		eb->lru_next->lru_prev = eb->lru_prev;
-	else
-		t->lru_newest = eb->lru_prev;
-	eb->lru_next = eb->lru_prev = NULL;
-	eb->on_lru = false;
+	if (eb->clock_next == eb) {
+		t->hand = NULL;
+	} else {
+		eb->clock_prev->clock_next = eb->clock_next;
+		eb->clock_next->clock_prev = eb->clock_prev;
+		if (t->hand == eb)
+			t->hand = eb->clock_next;
+	}
+	eb->clock_next = eb->clock_prev = NULL;
 }
 
-static void lru_push_newest(struct ubt_tree_ctx *t, struct ubt_eb *eb)
+/* Insert just behind the hand: the last block the hand will reach. */
+static void ring_insert(struct ubt_tree_ctx *t, struct ubt_eb *eb)
 {
-	eb->lru_prev = t->lru_newest;
-	eb->lru_next = NULL;
-	if (t->lru_newest)
-		t->lru_newest->lru_next = eb;
-	else
-		t->lru_oldest = eb;
-	t->lru_newest = eb;
-	eb->on_lru = true;
+	if (!t->hand) {
+		eb->clock_next = eb->clock_prev = eb;
+		t->hand = eb;
+		return;
+	}
+	eb->clock_next = t->hand;
+	eb->clock_prev = t->hand->clock_prev;
+	eb->clock_prev->clock_next = eb;
+	t->hand->clock_prev = eb;
 }
 
 static void hash_unlink(struct ubt_tree_ctx *t, struct ubt_eb *eb)
@@ -98,14 +102,27 @@ static void hash_unlink(struct ubt_tree_ctx *t, struct ubt_eb *eb)
 		*pp = eb->hash_next;
 }
 
-/* Drop unreferenced blocks, oldest first, until under the limit. Locked. */
+/*
+ * Free blocks nobody holds until under the limit.  The hand gives each
+ * recently used block a second chance; held blocks are skipped.  At most two
+ * turns of the ring: when everything is held, the cache stays over its limit
+ * by what the callers hold.  Locked.
+ */
 static void evict_locked(struct ubt_tree_ctx *t)
 {
-	while (t->bytes > t->max_bytes && t->lru_oldest) {
-		struct ubt_eb *eb = t->lru_oldest;
-		lru_unlink(t, eb);
+	uint64_t steps = 2 * t->nblocks;
+
+	while (t->bytes > t->max_bytes && t->hand && steps--) {
+		struct ubt_eb *eb = t->hand;
+		if (eb->refs > 0 || eb->referenced) {
+			eb->referenced = false;
+			t->hand = eb->clock_next;
+			continue;
+		}
+		ring_unlink(t, eb);
 		hash_unlink(t, eb);
 		t->bytes -= eb->len;
+		t->nblocks--;
 		t->stats.evictions++;
 		free(eb);
 	}
@@ -124,10 +141,8 @@ void ubt_eb_put(struct ubt_tree_ctx *t, struct ubt_eb *eb)
 	if (!eb)
 		return;
 	pthread_mutex_lock(&t->lock);
-	if (--eb->refs == 0) {
-		lru_push_newest(t, eb);
+	if (--eb->refs == 0 && t->bytes > t->max_bytes)
 		evict_locked(t);
-	}
 	pthread_mutex_unlock(&t->lock);
 }
 
@@ -169,8 +184,8 @@ int ubt_read_tree_block(struct ubt_tree_ctx *t, const struct ubt_block_expect *e
 	pthread_mutex_lock(&t->lock);
 	eb = lookup_locked(t, exp->bytenr);
 	if (eb) {
-		if (eb->refs++ == 0)
-			lru_unlink(t, eb);
+		eb->refs++;
+		eb->referenced = true;
 		t->stats.hits++;
 	} else {
 		t->stats.misses++;
@@ -239,8 +254,8 @@ int ubt_read_tree_block(struct ubt_tree_ctx *t, const struct ubt_block_expect *e
 	other = lookup_locked(t, exp->bytenr);
 	if (other) {
 		/* Another thread won the race; use its copy. */
-		if (other->refs++ == 0)
-			lru_unlink(t, other);
+		other->refs++;
+		other->referenced = true;
 		pthread_mutex_unlock(&t->lock);
 		free(eb);
 		*out = other;
@@ -249,7 +264,9 @@ int ubt_read_tree_block(struct ubt_tree_ctx *t, const struct ubt_block_expect *e
 	size_t b = bucket_of(t, eb->start);
 	eb->hash_next = t->buckets[b];
 	t->buckets[b] = eb;
+	ring_insert(t, eb);
 	t->bytes += eb->len;
+	t->nblocks++;
 	evict_locked(t);
 	pthread_mutex_unlock(&t->lock);
 	*out = eb;

@@ -25,8 +25,8 @@ struct ubt_eb {
 	uint32_t len;		/* nodesize */
 	int refs;		/* protected by the cache mutex */
 	struct ubt_eb *hash_next;
-	struct ubt_eb *lru_prev, *lru_next;
-	bool on_lru;
+	struct ubt_eb *clock_prev, *clock_next;	/* the cache's CLOCK ring */
+	bool referenced;	/* used since the hand last passed */
 	uint8_t data[];
 };
 
@@ -40,8 +40,8 @@ struct ubt_tree_ctx {
 	pthread_mutex_t lock;
 	struct ubt_eb **buckets;
 	size_t nbuckets;
-	struct ubt_eb *lru_oldest, *lru_newest;	/* unreferenced blocks */
-	uint64_t bytes, max_bytes;
+	struct ubt_eb *hand;	/* CLOCK ring of every cached block */
+	uint64_t bytes, max_bytes, nblocks;
 	struct ubt_tree_stats stats;
 };
 

@@ -362,6 +362,58 @@ int ubt_volume_read(struct ubt_volume *vol, uint64_t logical, void *buf, size_t 
 	return 0;
 }
 
+size_t ubt_volume_map(struct ubt_volume *vol, uint64_t logical, size_t len, int mirror,
+		      const uint8_t **out)
+{
+	const struct ubt_chunk *c = ubt_volume_find_chunk(vol, logical);
+	const struct ubt_stripe_map *s = NULL;
+	uint64_t physical = 0;
+
+	*out = NULL;
+	if (!c || mirror < 1 || mirror > chunk_num_copies(c))
+		return 0;
+	uint64_t off = logical - c->start;
+	uint64_t stripe_nr = off / c->stripe_len, in_stripe = off % c->stripe_len;
+	uint64_t room = c->length - off;	/* contiguous on one device from here */
+	switch (c->type & BTRFS_BLOCK_GROUP_PROFILE_MASK) {
+	case 0:
+		s = &c->stripes[0];
+		physical = s->physical + off;
+		break;
+	case BTRFS_BLOCK_GROUP_DUP:
+	case BTRFS_BLOCK_GROUP_RAID1:
+	case BTRFS_BLOCK_GROUP_RAID1C3:
+	case BTRFS_BLOCK_GROUP_RAID1C4:
+		s = &c->stripes[mirror - 1];
+		physical = s->physical + off;
+		break;
+	case BTRFS_BLOCK_GROUP_RAID0:
+		s = &c->stripes[stripe_nr % c->num_stripes];
+		physical = s->physical + stripe_nr / c->num_stripes * c->stripe_len + in_stripe;
+		room = UBT_MIN(room, c->stripe_len - in_stripe);
+		break;
+	case BTRFS_BLOCK_GROUP_RAID10: {
+		uint64_t groups = (uint64_t)c->num_stripes / c->sub_stripes;
+		uint64_t idx = (stripe_nr % groups) * c->sub_stripes + (uint64_t)(mirror - 1);
+		if (idx >= c->num_stripes)
+			return 0;
+		s = &c->stripes[idx];
+		physical = s->physical + stripe_nr / groups * c->stripe_len + in_stripe;
+		room = UBT_MIN(room, c->stripe_len - in_stripe);
+		break;
+	}
+	default:
+		return 0;	/* RAID5/6: read_raid56 knows the layout and rebuilds */
+	}
+	const struct ubt_bdev *bd = s->dev ? s->dev->bd : NULL;
+	if (!bd || !bd->map || physical >= bd->size)
+		return 0;
+	room = UBT_MIN(room, bd->size - physical);
+	size_t n = (size_t)UBT_MIN((uint64_t)len, room);
+	*out = bd->map + physical;
+	return n;
+}
+
 void ubt_volume_describe(const struct ubt_volume *vol, uint64_t logical, int mirror, char *buf,
 			 size_t len)
 {

@@ -170,6 +170,16 @@ int ubt_volume_num_copies(const struct ubt_volume *vol, uint64_t logical);
 int ubt_volume_read(struct ubt_volume *vol, uint64_t logical, void *buf, size_t len, int mirror);
 
 /*
+ * Where copy `mirror` of [logical, logical + len) lies in a mapped device
+ * (struct ubt_bdev.map): returns how many bytes from `logical` on are
+ * contiguous there (<= len) and sets *out; 0 when that copy cannot be mapped
+ * (device missing or without a mapping, parity rebuild, unmapped address).
+ * The bytes are raw: the caller verifies them as it would a read.
+ */
+size_t ubt_volume_map(struct ubt_volume *vol, uint64_t logical, size_t len, int mirror,
+		      const uint8_t **out);
+
+/*
  * Where copy `mirror` of `logical` lives, for messages: "devid 2 (/dev/x)
  * physical 123456", or a note about parity rebuilds / missing devices.
  */
