@@ -23,7 +23,9 @@ const char cmd_mkfs_usage[] =
 	"  -s, --sectorsize SIZE    data block size (default 4K)\n"
 	"      --csum, --checksum TYPE  crc32c (default), xxhash, sha256, blake2\n"
 	"  -O, --features LIST      comma separated: no-holes (default on), extref,\n"
-	"                           skinny-metadata (always on); ^no-holes turns it off\n"
+	"                           skinny-metadata (always on), block-group-tree\n"
+	"                           (default off; needs no-holes and free-space-tree);\n"
+	"                           ^FEATURE turns one off\n"
 	"  -R, --runtime-features LIST  free-space-tree (default on); ^free-space-tree\n"
 	"  -m, --metadata PROFILE   single, dup (default on one device), raid0, raid1\n"
 	"                           (default on several), raid1c3, raid1c4, raid10\n"
@@ -148,6 +150,8 @@ static int parse_features(const char *list, struct ubtrfs_mkfs_opts *o, bool run
 			       "  no-holes          no explicit hole extents (default)\n"
 			       "  extref            more hard links per file (always on)\n"
 			       "  skinny-metadata   smaller metadata extent items (always on)\n"
+			       "  block-group-tree  block group items in their own tree, for\n"
+			       "                    faster mounts (kernel 6.1+; off by default)\n"
 			       "Runtime features (-R):\n"
 			       "  free-space-tree   free space tree (default)\n");
 			exit(0);
@@ -155,9 +159,11 @@ static int parse_features(const char *list, struct ubtrfs_mkfs_opts *o, bool run
 			o->disable_no_holes = off;
 		} else if (!strcasecmp(name, "free-space-tree") || !strcasecmp(name, "fst")) {
 			o->disable_free_space_tree = off;
+		} else if (!strcasecmp(name, "block-group-tree")) {
+			o->block_group_tree = !off;
 		} else if (!strcasecmp(name, "extref") || !strcasecmp(name, "skinny-metadata") ||
 			   !strcasecmp(name, "mixed-bg") || !strcasecmp(name, "raid56") ||
-			   !strcasecmp(name, "zoned") || !strcasecmp(name, "block-group-tree") ||
+			   !strcasecmp(name, "zoned") ||
 			   !strcasecmp(name, "quota") || !strcasecmp(name, "raid1c34")) {
 			bool always = !strcasecmp(name, "extref") ||
 				      !strcasecmp(name, "skinny-metadata") ||
@@ -328,9 +334,10 @@ int cmd_mkfs(int argc, char **argv)
 	printf("  Data:             %s\n", profile_str(o.data_profile, false, ndev));
 	printf("  Metadata:         %s\n", profile_str(o.metadata_profile, true, ndev));
 	printf("  System:           %s\n", profile_str(o.metadata_profile, true, ndev));
-	printf("Features:           extref, skinny-metadata%s%s\n",
+	printf("Features:           extref, skinny-metadata%s%s%s\n",
 	       o.disable_no_holes ? "" : ", no-holes",
-	       o.disable_free_space_tree ? "" : ", free-space-tree");
+	       o.disable_free_space_tree ? "" : ", free-space-tree",
+	       o.block_group_tree ? ", block-group-tree" : "");
 	printf("Checksum:           %s\n", info.csum_name);
 	printf("Number of devices:  %zu\n", ndev);
 	for (size_t i = 0; i < ndev; i++)

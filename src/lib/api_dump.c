@@ -105,6 +105,13 @@ int ubtrfs_dump_tree(ubtrfs_fs *f, uint64_t tree_id, uint64_t bytenr, ubtrfs_wri
 	}
 	if (tree_id == BTRFS_ROOT_TREE_OBJECTID || tree_id == BTRFS_CHUNK_TREE_OBJECTID)
 		return status;
+	/* Asked for alone, the block group tree is printed like the root and
+	 * chunk trees (as btrfs-progs does); in a full dump it comes in root
+	 * tree order with the other trees. */
+	if (tree_id == BTRFS_BLOCK_GROUP_TREE_OBJECTID && fs->block_group_tree.bytenr) {
+		emitf(write, ctx, "block group tree\n");
+		return ubt_dump_tree(&fs->tree, &fs->block_group_tree, &pc);
+	}
 
 	/* Every tree with a ROOT_ITEM, in root tree order (or just tree_id). */
 	struct btrfs_key min = { tree_id, BTRFS_ROOT_ITEM_KEY, 0 };

@@ -50,6 +50,7 @@ int ubtrfs_mkfs(const char *const *devices, size_t ndev, const struct ubtrfs_mkf
 	cfg.csum_type = (uint16_t)opts->csum_type;
 	cfg.no_holes = !opts->disable_no_holes;
 	cfg.free_space_tree = !opts->disable_free_space_tree;
+	cfg.block_group_tree = opts->block_group_tree;
 	cfg.byte_count = opts->byte_count;
 	cfg.force = opts->force;
 	if ((ret = profile_bits(opts->metadata_profile, &cfg.meta_profile)) ||

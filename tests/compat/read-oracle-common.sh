@@ -6,8 +6,10 @@
 #
 #   ro_build NAME MKFS_OPTS MOUNT_OPTS NDEV SIZE
 #       NDEV sparse image files $T/NAME.N.img, mkfs.btrfs MKFS_OPTS over all
-#       of them, kernel mount with MOUNT_OPTS, the workload (--btrfs, small
-#       profile, seed $RO_SEED), unmount.  Sets RO_IMGS.
+#       of them (`ubtrfs mkfs` instead with RO_MKFS=ubtrfs, for what
+#       mkfs.btrfs 6.2 cannot make), kernel mount with MOUNT_OPTS, the
+#       workload (--btrfs, small profile, seed $RO_SEED), unmount.  Sets
+#       RO_IMGS.
 #   ro_reference NAME [KMOUNT_OPTS]
 #       kernel mount -o ro[,KMOUNT_OPTS] of RO_IMGS: $T/NAME.k.m (manifest,
 #       inode numbers mapped to ubtrfs' convention for the mounted
@@ -26,6 +28,9 @@
 #       entry of the kernel's manifest.
 #   ro_check_subvols NAME ARGS...
 #       ubtrfs subvolume list ARGS equals the kernel's btrfs subvolume list.
+#   ro_check_df NAME ARGS...
+#       ubtrfs filesystem df ARGS equals the kernel's btrfs filesystem df
+#       ($T/NAME.k.df, recorded by ro_reference) without GlobalReserve.
 #
 # Failures are counted (RO_FAILS), not fatal: the other cells still run.
 # ro_finish prints the notes and the verdict and exits.
@@ -95,17 +100,24 @@ ro_build() {
 	done
 	# shellcheck disable=SC2206  # word splitting of the option string
 	mkfs_args=($mkfs_line)
-	oracle_mkfs "${mkfs_args[@]}" -- "${RO_IMGS[@]}"
+	local tool=${RO_MKFS:-mkfs.btrfs}
+	if [[ $tool == ubtrfs ]]; then
+		tool="ubtrfs mkfs"
+		oracle_ubtrfs mkfs -q -f "${mkfs_args[@]}" "${RO_IMGS[@]}" ||
+			oracle_fail "$name: ubtrfs mkfs $mkfs_line failed"
+	else
+		oracle_mkfs "${mkfs_args[@]}" -- "${RO_IMGS[@]}"
+	fi
 	local -a mo=()
 	[[ -n $mount_opts ]] && mo=(-o "$mount_opts")
 	oracle_kmount "${mo[@]}" "$T/$name.w" "${RO_IMGS[@]}" ||
-		oracle_fail "$name: the kernel does not mount mkfs.btrfs $mkfs_line"
+		oracle_fail "$name: the kernel does not mount $tool $mkfs_line"
 	oracle_workload "$T/$name.w" --seed "$RO_SEED" --btrfs --profile small \
 		2>"$T/$name.workload.log" ||
 		{ cat "$T/$name.workload.log"; oracle_fail "$name: workload failed"; }
 	oracle_kumount "$T/$name.w"
 	rmdir -- "$T/$name.w"
-	oracle_log "$name: built (mkfs $mkfs_line; mount ${mount_opts:-defaults}; $ndev device(s))"
+	oracle_log "$name: built ($tool $mkfs_line; mount ${mount_opts:-defaults}; $ndev device(s))"
 }
 
 ro_reference() {
@@ -130,6 +142,8 @@ ro_reference() {
 	if [[ -z $extra ]]; then
 		btrfs subvolume list "$mnt" >"$T/$name.k.subvols" ||
 			oracle_fail "$name: btrfs subvolume list failed"
+		btrfs filesystem df "$mnt" | grep -v '^GlobalReserve' >"$T/$name.k.df" ||
+			oracle_fail "$name: btrfs filesystem df failed"
 	fi
 	oracle_kumount "$mnt"
 	rmdir -- "$mnt"
@@ -344,6 +358,21 @@ ro_check_subvols() {
 	elif ! diff -u --label kernel --label ubtrfs "$T/$name.k.subvols" "$T/sv.out" >"$T/sv.diff"; then
 		ro_fail "$name: ubtrfs subvolume list differs from btrfs subvolume list"
 		ro_show "$T/sv.diff"
+	fi
+}
+
+# ro_check_df NAME ARGS...
+ro_check_df() {
+	local name=$1
+	shift
+	ro_run "$T/df.out" "$T/df.err" filesystem df "$@"
+	((RO_RC < 124)) || return 0
+	if ((RO_RC != 0)); then
+		ro_fail "$name: ubtrfs filesystem df exited $RO_RC"
+		ro_show "$T/df.err"
+	elif ! diff -u --label kernel --label ubtrfs "$T/$name.k.df" "$T/df.out" >"$T/df.diff"; then
+		ro_fail "$name: ubtrfs filesystem df differs from btrfs filesystem df"
+		ro_show "$T/df.diff"
 	fi
 }
 

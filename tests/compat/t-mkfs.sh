@@ -10,6 +10,15 @@
 # Then: --reproducible (and SOURCE_DATE_EPOCH) twice gives identical bytes;
 # a device holding a btrfs is refused without -f; -b creates the image.
 #
+# Block-group tree (-O block-group-tree; mkfs.btrfs 6.2 cannot make one, but
+# its check and dump-tree read one): --rootdir cells on one and on three
+# devices, where btrfs-progs must also find the feature bit, one
+# BLOCK_GROUP_ITEM per chunk in tree 11, none in the extent tree, and tree
+# 11's blocks as METADATA_ITEMs referenced by BLOCK_GROUP_TREE, on the fresh
+# image and again after the kernel's workload; it is refused without
+# no-holes or the free-space tree (the kernel rejects that superblock), and
+# ^block-group-tree turns it off again.
+#
 # Needs root, loop devices, kernel btrfs, btrfs-progs and python3.
 set -euo pipefail
 
@@ -133,10 +142,66 @@ mount -o remount,noatime "$SRC"
 dirnlink() { sed -E 's/^(.* d mode=[0-7]+ uid=[0-9]+ gid=[0-9]+) nlink=[0-9]+/\1 nlink=D/'; }
 oracle_manifest "$SRC" --no-ctime --no-dir-size | dirnlink >"$T/src.man"
 
+# bgt_layout WHAT IMG...: the block-group-tree layout as btrfs-progs reads it
+# (several image files are attached to loop devices and scanned first).
+bgt_layout() {
+	local what=$1 dev=$2 rc=0 d
+	shift
+	local -a loops=()
+	if (($# > 1)); then
+		for d in "$@"; do
+			loops+=("$(oracle_loop "$d")")
+		done
+		btrfs device scan "${loops[@]}" >/dev/null 2>&1 || true
+		dev=${loops[0]}
+	fi
+	bgt_layout_dev "$what" "$dev" || rc=1
+	for d in "${loops[@]}"; do
+		oracle_unloop "$d"
+	done
+	return $rc
+}
+
+bgt_layout_dev() {
+	local what=$1 dev=$2 nchunk nbg next addr
+	local f=$T/bgt-layout
+	if ! btrfs inspect-internal dump-super "$dev" >"$f.super" 2>&1 ||
+		! grep -q 'BLOCK_GROUP_TREE' "$f.super"; then
+		grep -A4 compat_ro "$f.super" >&2
+		oracle_log "$what: the superblock lacks compat_ro BLOCK_GROUP_TREE"
+		return 1
+	fi
+	if ! btrfs inspect-internal dump-tree -t chunk "$dev" >"$f.chunk" 2>&1 ||
+		! btrfs inspect-internal dump-tree -t 11 "$dev" >"$f.bg" 2>&1 ||
+		! btrfs inspect-internal dump-tree -t extent "$dev" >"$f.extent" 2>&1; then
+		tail -5 "$f.chunk" "$f.bg" "$f.extent" >&2
+		oracle_log "$what: btrfs inspect-internal dump-tree failed"
+		return 1
+	fi
+	nchunk=$(grep -c ' CHUNK_ITEM ' "$f.chunk" || true)
+	nbg=$(grep -c ' BLOCK_GROUP_ITEM ' "$f.bg" || true)
+	next=$(grep -c ' BLOCK_GROUP_ITEM ' "$f.extent" || true)
+	if ((nchunk == 0 || nbg != nchunk || next != 0)); then
+		oracle_log "$what: $nchunk chunks, $nbg block group items in tree 11, $next in the extent tree"
+		return 1
+	fi
+	# Every block of tree 11 is a METADATA_ITEM whose backref names it.
+	awk '/^(leaf|node) [0-9]+ / && $3 != "flags" { print $2 }' "$f.bg" | sort -u >"$f.blocks"
+	[[ -s $f.blocks ]] || { oracle_log "$what: tree 11 has no blocks"; return 1; }
+	while read -r addr; do
+		if [[ $(grep -A3 "key ($addr METADATA_ITEM " "$f.extent") != \
+			*"tree block backref root BLOCK_GROUP_TREE"* ]]; then
+			oracle_log "$what: block $addr of tree 11 has no METADATA_ITEM with a BLOCK_GROUP_TREE backref"
+			return 1
+		fi
+	done <"$f.blocks"
+}
+
 rootdir_cell() {
-	local name=$1 opts=$2 ndev=${3:-1} i
+	local name=$1 opts=$2 ndev=${3:-1} i bgt=0
 	local -a imgs=()
 	local mnt=$T/mnt-$name
+	[[ $opts == *block-group-tree* ]] && bgt=1
 	for ((i = 0; i < ndev; i++)); do
 		imgs+=("$(oracle_image "$name.$i.img" 1G)")
 	done
@@ -146,6 +211,9 @@ rootdir_cell() {
 		return 1
 	fi
 	check_devs "$name (fresh)" "${imgs[@]}" || return 1
+	if ((bgt)); then
+		bgt_layout "$name (fresh)" "${imgs[@]}" || return 1
+	fi
 	oracle_kmount -o ro "$mnt" "${imgs[@]}" || { oracle_log "$name: kernel mount failed"; return 1; }
 	oracle_manifest "$mnt" --no-ctime --no-dir-size | dirnlink >"$T/$name.man"
 	oracle_kumount "$mnt"
@@ -163,6 +231,9 @@ rootdir_cell() {
 	fi
 	oracle_kumount "$mnt"
 	check_devs "$name (after workload)" "${imgs[@]}" || return 1
+	if ((bgt)); then
+		bgt_layout "$name (after workload)" "${imgs[@]}" || return 1
+	fi
 	rm -f -- "${imgs[@]}"
 	oracle_log "$name: ok (--rootdir $opts)"
 }
@@ -170,6 +241,9 @@ rootdir_cell rootdir "" || FAILS=$((FAILS + 1))
 rootdir_cell rootdir-holes-8k "-O ^no-holes -n 8k --csum xxhash" || FAILS=$((FAILS + 1))
 rootdir_cell rootdir-sha256-nofst "--csum sha256 -R ^free-space-tree -n 64k" || FAILS=$((FAILS + 1))
 rootdir_cell rootdir-raid1 "-d raid1" 2 || FAILS=$((FAILS + 1))
+rootdir_cell rootdir-bgt "-O block-group-tree" || FAILS=$((FAILS + 1))
+rootdir_cell rootdir-bgt-raid1c3 "-R block-group-tree -n 8k --csum xxhash -m raid1c3 -d raid0" 3 ||
+	FAILS=$((FAILS + 1))
 for i in 1 2; do
 	SOURCE_DATE_EPOCH=1700000000 oracle_ubtrfs mkfs -q -b 1G -r "$SRC" "$T/rr-$i.img"
 done
@@ -213,6 +287,28 @@ for how in flag env; do
 	fi
 	rm -f -- "$T"/repro-$how-*.img
 done
+
+# Block-group tree: refused without no-holes or the free-space tree (the
+# kernel's btrfs_validate_super rejects that combination); the last of
+# block-group-tree / ^block-group-tree wins.
+G=$T/bgt-opt.img
+for opts in "-O block-group-tree,^no-holes" "-O block-group-tree -R ^free-space-tree"; do
+	# shellcheck disable=SC2086
+	if oracle_ubtrfs mkfs -q -f -b 1G $opts "$G" 2>"$T/bgt-opt.err"; then
+		oracle_log "mkfs $opts was not refused"
+		FAILS=$((FAILS + 1))
+	elif ! grep -q "block-group-tree requires" "$T/bgt-opt.err"; then
+		cat "$T/bgt-opt.err" >&2
+		oracle_log "mkfs $opts refused without a clear message"
+		FAILS=$((FAILS + 1))
+	fi
+done
+if ! oracle_ubtrfs mkfs -q -f -b 1G -O block-group-tree,^block-group-tree "$G" ||
+	[[ $(btrfs inspect-internal dump-super "$G") == *BLOCK_GROUP_TREE* ]]; then
+	oracle_log "-O block-group-tree,^block-group-tree: the feature is not off"
+	FAILS=$((FAILS + 1))
+fi
+rm -f -- "$G"
 
 # RAID5/6 are refused with a message.
 if oracle_ubtrfs mkfs -q -b 1G -d raid5 "$T/r5a.img" "$T/r5b.img" "$T/r5c.img" 2>"$T/r5.err"; then

@@ -12,7 +12,9 @@
 #   b3  sha256  64k nodes  v1 space cache              compress-force=zlib
 #       (mkfs -R ^free-space-tree, mount -o space_cache=v1)
 #   b4  blake2  16k nodes  defaults, -m single         no compression
-#   block-group tree: only if mkfs.btrfs can make one (6.2 cannot: a NOTE)
+#   b5  crc32c  16k nodes  block-group tree            no compression
+#       (mkfs.btrfs 6.2 cannot make one: `ubtrfs mkfs -O block-group-tree`
+#       makes the empty image, the kernel fills it like the others)
 #
 # Each cell: (a) kernel mount -o ro and a manifest with inode numbers, those
 # of entries outside the mounted subvolume V mapped to V << 40 | ino (ubtrfs'
@@ -22,7 +24,11 @@
 # the kernel mount; (e) `ubtrfs get IMG / DEST` onto a scratch btrfs gives
 # the kernel's manifest (ctime and inode numbers aside); (f) `ubtrfs ls -R`
 # exits 0 silently with one line per entry; `ubtrfs subvolume list` equals
-# `btrfs subvolume list`.
+# `btrfs subvolume list`; `ubtrfs filesystem df` equals `btrfs filesystem df`
+# (block groups from the extent tree, or from tree 11 on b5); `ubtrfs
+# inspect dump-tree` equals btrfs-progs'.  On b5 also: btrfs check is clean
+# after the kernel's workload, and `dump-tree -t block-group` shows the
+# blocks progs shows for `-t 11`.
 #
 # On b1, the same for subvolume mounts (-o subvol=btrfs/sv1,
 # subvol=btrfs/sv1/nested, subvolid=<btrfs/snap2>, subvolid=5) against a
@@ -50,6 +56,7 @@ oracle_init
 T0=$SECONDS
 
 ro_cell b1 "--csum crc32c --nodesize 16k" "compress-force=zstd" 1 2G
+ro_check_df b1 "${RO_OFFLINE[@]}"
 B1_IMG=${RO_IMGS[0]}
 
 # Subvolume mounts of b1: kernel and ubtrfs mount the same subvolume.
@@ -75,23 +82,43 @@ sub_cell b1-top subvolid=5 --subvolid 5
 ro_drop_images
 
 ro_cell b2 "--csum xxhash --nodesize 4k -O ^no-holes" "compress-force=lzo" 1 2G
+ro_check_df b2 "${RO_OFFLINE[@]}"
 ro_drop_images
 ro_cell b3 "--csum sha256 --nodesize 64k -R ^free-space-tree" \
 	"compress-force=zlib,space_cache=v1" 1 2G
+ro_check_df b3 "${RO_OFFLINE[@]}"
 ro_drop_images
 ro_cell b4 "--csum blake2 --nodesize 16k -m single" "" 1 2G
+ro_check_df b4 "${RO_OFFLINE[@]}"
 ro_drop_images
 
-# Block-group tree: mkfs.btrfs 6.2 cannot make one.
-bgt_img=$(oracle_image bgt.img 1G)
-if mkfs.btrfs -f -q -O block-group-tree "$bgt_img" >"$T/bgt.log" 2>&1; then
-	rm -f -- "$bgt_img"
-	ro_cell b5 "-O block-group-tree" "" 1 2G
-	ro_drop_images
-else
-	ro_note "block-group tree cell skipped: mkfs.btrfs $(mkfs.btrfs --version 2>&1 | awk '{ print $NF; exit }') cannot make one ($(head -n 1 "$T/bgt.log"))"
-	rm -f -- "$bgt_img"
+# Block-group tree: mkfs.btrfs 6.2 cannot make one (its check and dump-tree
+# read one), so ubtrfs mkfs makes the empty filesystem and the kernel writes
+# everything else.
+RO_MKFS=ubtrfs ro_cell b5 "--csum crc32c --nodesize 16k -O block-group-tree" "" 1 2G
+ro_check_df b5 "${RO_OFFLINE[@]}"
+b5_img=${RO_IMGS[0]}
+oracle_btrfs_check "$b5_img" || ro_fail "b5: btrfs check --readonly fails after the kernel's workload"
+if [[ $(btrfs inspect-internal dump-super "$b5_img") != *BLOCK_GROUP_TREE* ]]; then
+	ro_fail "b5: the kernel's filesystem has no compat_ro BLOCK_GROUP_TREE"
 fi
+# progs 6.2 prints `-t 11` like the root and chunk trees (a bare heading, no
+# totals); the blocks in between must be the same.
+btrfs inspect-internal dump-tree -t 11 "$b5_img" 2>/dev/null | sed -n '/^\(leaf\|node\) /,$p' >"$T/b5.bg.progs"
+ro_run "$T/b5.bg.out" "$T/b5.bg.err" inspect dump-tree -t block-group "$b5_img"
+if ((RO_RC == 0)); then
+	sed -n '/^\(leaf\|node\) /,/^total bytes /p' "$T/b5.bg.out" | sed '$d' >"$T/b5.bg.ours"
+	if [[ ! -s $T/b5.bg.progs ]] || ! grep -q ' BLOCK_GROUP_ITEM ' "$T/b5.bg.progs"; then
+		ro_fail "b5: btrfs inspect-internal dump-tree -t 11 shows no block group items"
+	elif ! diff -u --label progs --label ubtrfs "$T/b5.bg.progs" "$T/b5.bg.ours" >"$T/b5.bg.diff"; then
+		ro_fail "b5: ubtrfs inspect dump-tree -t block-group differs from btrfs' -t 11"
+		ro_show "$T/b5.bg.diff"
+	fi
+elif ((RO_RC < 124)); then
+	ro_fail "b5: ubtrfs inspect dump-tree -t block-group exited $RO_RC"
+	ro_show "$T/b5.bg.err"
+fi
+ro_drop_images
 
 # The shared zstd/lzo/zlib image, mounted the way users do (daemon mode).
 RO_CELLS=$((RO_CELLS + 1))

@@ -129,6 +129,11 @@ static int make_seed(struct mk_fs *fs)
 			 cfg->rootdir ? cfg->rootdir : "");
 	if (n < 0 || (size_t)n >= sizeof(buf))
 		n = (int)strlen(buf);
+	/* Appended only when on, so images without it keep their uuids. */
+	if (cfg->block_group_tree && (size_t)n + 4 < sizeof(buf)) {
+		memcpy(buf + n, "bgt|", 5);
+		n += 4;
+	}
 	size_t len = (size_t)n + fs->ndev * 8 + (cfg->have_fsid ? 16 : 0);
 	fs->seed = malloc(len);
 	if (!fs->seed)
@@ -356,6 +361,12 @@ static int check_cfg(const struct ubt_mkfs_cfg *cfg, size_t ndev)
 		ubt_log(UBT_LOG_ERROR, "mkfs: unknown checksum type %u", cfg->csum_type);
 		return -EINVAL;
 	}
+	/* The kernel refuses a block group tree without both (btrfs_validate_super). */
+	if (cfg->block_group_tree && (!cfg->no_holes || !cfg->free_space_tree)) {
+		ubt_log(UBT_LOG_ERROR, "mkfs: block-group-tree requires the no-holes and "
+			"free-space-tree features");
+		return -EINVAL;
+	}
 	if (cfg->label && strlen(cfg->label) >= BTRFS_LABEL_SIZE) {
 		ubt_log(UBT_LOG_ERROR, "mkfs: label too long (max %d bytes)", BTRFS_LABEL_SIZE - 1);
 		return -EINVAL;
@@ -398,6 +409,8 @@ int ubt_mkfs(const char *const *paths, size_t ndev, const struct ubt_mkfs_cfg *c
 	if (cfg->free_space_tree)
 		fs->compat_ro = BTRFS_FEATURE_COMPAT_RO_FREE_SPACE_TREE |
 				BTRFS_FEATURE_COMPAT_RO_FREE_SPACE_TREE_VALID;
+	if (cfg->block_group_tree)
+		fs->compat_ro |= BTRFS_FEATURE_COMPAT_RO_BLOCK_GROUP_TREE;
 
 	for (size_t i = 0; i < ndev; i++) {
 		fs->devs[i].devid = i + 1;
@@ -439,6 +452,7 @@ int ubt_mkfs(const char *const *paths, size_t ndev, const struct ubt_mkfs_cfg *c
 	fs->uuid.id = BTRFS_UUID_TREE_OBJECTID;
 	fs->fst.id = BTRFS_FREE_SPACE_TREE_OBJECTID;
 	fs->reloc.id = BTRFS_DATA_RELOC_TREE_OBJECTID;
+	fs->bgt.id = BTRFS_BLOCK_GROUP_TREE_OBJECTID;
 
 	fs->chk.nodesize = fs->nodesize;
 	fs->chk.sectorsize = fs->sectorsize;
@@ -470,7 +484,7 @@ out:
 	if (cfg->rootdir)
 		mk_rootdir_free(fs);
 	struct mk_tree *ts[] = { &fs->root, &fs->extent, &fs->chunk, &fs->dev, &fs->fs,
-				 &fs->csum, &fs->uuid, &fs->fst, &fs->reloc };
+				 &fs->csum, &fs->uuid, &fs->fst, &fs->reloc, &fs->bgt };
 	for (size_t i = 0; i < UBT_ARRAY_SIZE(ts); i++)
 		mk_tree_free(ts[i]);
 	for (size_t i = 0; i < fs->nchunks; i++)

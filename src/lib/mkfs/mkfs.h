@@ -6,8 +6,9 @@
  * before it is written).  No copy-on-write engine is involved: a bulk builder
  * collects every item of every tree in memory, sorts them, packs leaves and
  * nodes bottom-up, allocates tree blocks sequentially in the metadata (chunk
- * tree: system) chunk and derives the extent and free-space trees from that
- * allocation, iterating until the allocation no longer changes.
+ * tree: system) chunk and derives the extent, free-space and (with the
+ * block-group-tree feature) block group trees from that allocation,
+ * iterating until the allocation no longer changes.
  *
  * The library never prints: progress text goes through cfg->progress.
  */
@@ -33,6 +34,8 @@ struct ubt_mkfs_cfg {
 	uint16_t csum_type;		/* BTRFS_CSUM_TYPE_* */
 	bool no_holes;			/* NO_HOLES incompat bit */
 	bool free_space_tree;		/* FREE_SPACE_TREE compat_ro bits + tree */
+	bool block_group_tree;		/* BLOCK_GROUP_TREE compat_ro bit + tree 11
+					 * (needs no_holes and free_space_tree) */
 	uint64_t byte_count;		/* size of each device, 0: all of it */
 	bool force;			/* overwrite an existing btrfs */
 	uint64_t meta_profile;		/* BTRFS_BLOCK_GROUP_* profile bit or default */

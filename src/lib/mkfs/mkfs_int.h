@@ -120,8 +120,8 @@ struct mk_fs {
 	struct mk_data_extent *dext;
 	size_t ndext, cdext;
 
-	/* trees */
-	struct mk_tree root, extent, chunk, dev, fs, csum, uuid, fst, reloc;
+	/* trees (bgt: the block group tree, only with cfg->block_group_tree) */
+	struct mk_tree root, extent, chunk, dev, fs, csum, uuid, fst, reloc, bgt;
 
 	struct ubt_check_ctx chk;
 	struct rd_state *rd;	/* rootdir.c's scan of the source directory */

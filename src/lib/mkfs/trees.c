@@ -3,10 +3,14 @@
  *
  * Fixed trees (chunk, dev, fs, csum, uuid, data-reloc) are described once
  * their inputs exist (chunks, devices, the populated directory).  The root,
- * extent and free-space trees describe the allocation itself, so they are
- * rebuilt until their own block counts stop changing:
- *   allocate every tree's blocks -> describe root/extent/free-space trees ->
- *   pack them -> same block counts as before? done : again.
+ * extent, free-space and block group trees describe the allocation itself,
+ * so they are rebuilt until their own block counts stop changing:
+ *   allocate every tree's blocks -> describe root/extent/free-space/block
+ *   group trees -> pack them -> same block counts as before? done : again.
+ * With the block-group-tree feature (compat_ro BLOCK_GROUP_TREE) the
+ * BLOCK_GROUP_ITEMs live in tree 11, found through its ROOT_ITEM in the root
+ * tree like the other global trees, and not in the extent tree; its blocks
+ * are metadata like any tree's (METADATA_ITEM with a TREE_BLOCK_REF to 11).
  * With the counts equal, every item has the same size and order, so the
  * shapes (and the levels the extent tree records) are those allocated.
  * Every block is checked by the tree checker before it is written.
@@ -212,9 +216,10 @@ static int build_root_tree(struct mk_fs *fs)
 
 	mk_tree_clear_items(&fs->root);
 	const struct mk_tree *ts[] = { &fs->extent, &fs->dev, &fs->fs, &fs->csum, &fs->uuid,
-				       &fs->fst, &fs->reloc };
+				       &fs->fst, &fs->bgt, &fs->reloc };
 	for (size_t i = 0; i < UBT_ARRAY_SIZE(ts); i++) {
-		if (ts[i] == &fs->fst && !fs->cfg->free_space_tree)
+		if ((ts[i] == &fs->fst && !fs->cfg->free_space_tree) ||
+		    (ts[i] == &fs->bgt && !fs->cfg->block_group_tree))
 			continue;
 		if ((ret = add_root_item(fs, ts[i])))
 			return ret;
@@ -281,20 +286,31 @@ static int add_tree_block_refs(struct mk_fs *fs, const struct mk_tree *t)
 	return 0;
 }
 
+/* The i-th tree of the filesystem (allocation and write order), NULL past the last. */
 static struct mk_tree *all_trees(struct mk_fs *fs, size_t i)
 {
 	struct mk_tree *ts[] = { &fs->chunk, &fs->root, &fs->extent, &fs->dev, &fs->fs,
-				 &fs->csum, &fs->uuid, &fs->reloc, &fs->fst };
-	size_t n = UBT_ARRAY_SIZE(ts) - (fs->cfg->free_space_tree ? 0 : 1);
+				 &fs->csum, &fs->uuid, &fs->reloc, &fs->fst, &fs->bgt };
 
-	return i < n ? ts[i] : NULL;
+	for (size_t k = 0; k < UBT_ARRAY_SIZE(ts); k++) {
+		if ((ts[k] == &fs->fst && !fs->cfg->free_space_tree) ||
+		    (ts[k] == &fs->bgt && !fs->cfg->block_group_tree))
+			continue;
+		if (i-- == 0)
+			return ts[k];
+	}
+	return NULL;
 }
 
+/* The extent tree and, with the feature, the block group tree (which then
+ * holds the BLOCK_GROUP_ITEMs instead of the extent tree). */
 static int build_extent_tree(struct mk_fs *fs)
 {
+	struct mk_tree *bg_tree = fs->cfg->block_group_tree ? &fs->bgt : &fs->extent;
 	int ret;
 
 	mk_tree_clear_items(&fs->extent);
+	mk_tree_clear_items(&fs->bgt);
 	for (size_t i = 0; i < fs->nchunks; i++) {
 		const struct mk_chunk *c = &fs->chunks[i];
 		struct btrfs_block_group_item bg;
@@ -302,7 +318,7 @@ static int build_extent_tree(struct mk_fs *fs)
 		btrfs_set_block_group_used(&bg, c->used);
 		btrfs_set_block_group_chunk_objectid(&bg, BTRFS_FIRST_CHUNK_TREE_OBJECTID);
 		btrfs_set_block_group_flags(&bg, c->type);
-		ret = mk_tree_add(&fs->extent, c->logical, BTRFS_BLOCK_GROUP_ITEM_KEY, c->length, &bg,
+		ret = mk_tree_add(bg_tree, c->logical, BTRFS_BLOCK_GROUP_ITEM_KEY, c->length, &bg,
 				  sizeof(bg));
 		if (ret)
 			return ret;
@@ -335,6 +351,8 @@ static int build_extent_tree(struct mk_fs *fs)
 		btrfs_set_extent_data_ref_offset(dr, d->offset);
 		btrfs_set_extent_data_ref_count(dr, 1);
 	}
+	if (fs->cfg->block_group_tree && (ret = sort_pack(fs, &fs->bgt)))
+		return ret;
 	return sort_pack(fs, &fs->extent);
 }
 
@@ -411,9 +429,12 @@ int mk_build_allocated_trees(struct mk_fs *fs)
 		return ret;
 	if (fs->cfg->free_space_tree && (ret = sort_pack(fs, &fs->fst)))
 		return ret;
+	if (fs->cfg->block_group_tree && (ret = sort_pack(fs, &fs->bgt)))
+		return ret;
 
 	for (int iter = 0; iter < 32; iter++) {
-		size_t before[3] = { fs->root.nblocks, fs->extent.nblocks, fs->fst.nblocks };
+		size_t before[4] = { fs->root.nblocks, fs->extent.nblocks, fs->fst.nblocks,
+				     fs->bgt.nblocks };
 
 		if ((ret = allocate_all(fs)))
 			return ret;
@@ -424,7 +445,7 @@ int mk_build_allocated_trees(struct mk_fs *fs)
 		if ((ret = build_root_tree(fs)) || (ret = sort_pack(fs, &fs->root)))
 			return ret;
 		if (before[0] == fs->root.nblocks && before[1] == fs->extent.nblocks &&
-		    before[2] == fs->fst.nblocks) {
+		    before[2] == fs->fst.nblocks && before[3] == fs->bgt.nblocks) {
 			/* Same shapes: assign the same addresses to the new blocks. */
 			if ((ret = allocate_all(fs)))
 				return ret;
