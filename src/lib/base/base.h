@@ -28,6 +28,7 @@
 #define UBT_MAX(a, b) ((a) > (b) ? (a) : (b))
 #define UBT_IS_POW2(x) ((x) != 0 && (((x) & ((x) - 1)) == 0))
 #define UBT_IS_ALIGNED(x, a) (((x) & ((a) - 1)) == 0)
+#define UBT_ALIGN_UP(x, a) (((x) + (a) - 1) & ~((a) - 1))
 
 #if defined(__GNUC__)
 #define UBT_PRINTF(f, a) __attribute__((format(printf, f, a)))

@@ -18,6 +18,8 @@
 #include "tree/tree.h"
 #include "volume/volume.h"
 
+struct ubt_wfs;
+
 struct ubt_fs_opts {
 	struct ubt_volume_opts vol;
 	uint64_t cache_bytes;		/* tree-block cache bound (0: 64 MiB) */
@@ -44,6 +46,8 @@ struct ubt_fs {
 	uint32_t sectorsize, nodesize, csum_size;
 	uint16_t csum_type;
 	bool no_holes;
+
+	struct ubt_wfs *wr;		/* writer state (trans layer), NULL read-only */
 
 	pthread_mutex_t subvol_lock;
 	struct ubt_subvol **subvols;	/* cache of opened subvolumes, by id */

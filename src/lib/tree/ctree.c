@@ -31,7 +31,7 @@ void ubt_path_release(struct ubt_tree_ctx *t, struct ubt_path *p)
 
 /* Binary search in a block: 0 and the slot when found, else 1 and the
  * first slot with a greater key. */
-static int bin_search(const struct ubt_eb *eb, const struct btrfs_key *key, int *slot)
+int ubt_bin_search(const struct ubt_eb *eb, const struct btrfs_key *key, int *slot)
 {
 	int lo = 0, hi = (int)ubt_eb_nritems(eb);
 	bool leaf = ubt_eb_level(eb) == 0;
@@ -71,7 +71,7 @@ static uint64_t expected_owner(uint64_t tree)
 	return tree;
 }
 
-static int read_child(struct ubt_tree_ctx *t, const struct ubt_eb *parent, int slot,
+int ubt_read_child(struct ubt_tree_ctx *t, const struct ubt_eb *parent, int slot,
 		      uint64_t owner, struct ubt_eb **out)
 {
 	const struct btrfs_key_ptr *kp = ubt_eb_key_ptr(parent, slot);
@@ -86,7 +86,7 @@ static int read_child(struct ubt_tree_ctx *t, const struct ubt_eb *parent, int s
 	return ubt_read_tree_block(t, &exp, out);
 }
 
-static int read_root(struct ubt_tree_ctx *t, const struct ubt_root_ref *root, struct ubt_eb **out)
+int ubt_read_root(struct ubt_tree_ctx *t, const struct ubt_root_ref *root, struct ubt_eb **out)
 {
 	struct ubt_block_expect exp = { 0 };
 
@@ -104,13 +104,13 @@ int ubt_search_slot(struct ubt_tree_ctx *t, const struct ubt_root_ref *root,
 	int ret, slot = 0;
 
 	ubt_path_release(t, path);
-	ret = read_root(t, root, &eb);
+	ret = ubt_read_root(t, root, &eb);
 	if (ret)
 		return ret;
 	for (;;) {
 		int level = ubt_eb_level(eb);
 		path->nodes[level] = eb;
-		ret = bin_search(eb, key, &slot);
+		ret = ubt_bin_search(eb, key, &slot);
 		if (level == 0) {
 			path->slots[0] = slot;
 			return ret;
@@ -121,7 +121,7 @@ int ubt_search_slot(struct ubt_tree_ctx *t, const struct ubt_root_ref *root,
 		path->slots[level] = slot;
 		if (ubt_eb_nritems(eb) == 0)
 			return UBT_CORRUPT(eb->start, "empty tree node");
-		ret = read_child(t, eb, slot, root->objectid, &eb);
+		ret = ubt_read_child(t, eb, slot, root->objectid, &eb);
 		if (ret) {
 			ubt_path_release(t, path);
 			return ret;
@@ -149,7 +149,7 @@ static int next_leaf(struct ubt_tree_ctx *t, struct ubt_path *path, uint64_t own
 	path->slots[level]++;
 	while (level > 0) {
 		struct ubt_eb *child;
-		int ret = read_child(t, path->nodes[level], path->slots[level], owner, &child);
+		int ret = ubt_read_child(t, path->nodes[level], path->slots[level], owner, &child);
 		if (ret)
 			return ret;
 		level--;
@@ -171,7 +171,7 @@ static int prev_leaf(struct ubt_tree_ctx *t, struct ubt_path *path, uint64_t own
 	path->slots[level]--;
 	while (level > 0) {
 		struct ubt_eb *child;
-		int ret = read_child(t, path->nodes[level], path->slots[level], owner, &child);
+		int ret = ubt_read_child(t, path->nodes[level], path->slots[level], owner, &child);
 		if (ret)
 			return ret;
 		level--;

@@ -141,8 +141,12 @@ void ubt_eb_put(struct ubt_tree_ctx *t, struct ubt_eb *eb)
 	if (!eb)
 		return;
 	pthread_mutex_lock(&t->lock);
-	if (--eb->refs == 0 && t->bytes > t->max_bytes)
-		evict_locked(t);
+	if (--eb->refs == 0) {
+		if (eb->unhashed)
+			free(eb);
+		else if (t->bytes > t->max_bytes)
+			evict_locked(t);
+	}
 	pthread_mutex_unlock(&t->lock);
 }
 
@@ -271,4 +275,62 @@ int ubt_read_tree_block(struct ubt_tree_ctx *t, const struct ubt_block_expect *e
 	pthread_mutex_unlock(&t->lock);
 	*out = eb;
 	return 0;
+}
+
+struct ubt_eb *ubt_eb_alloc(struct ubt_tree_ctx *t, uint64_t start)
+{
+	struct ubt_eb *eb = malloc(sizeof(*eb) + t->vol->nodesize);
+
+	if (!eb)
+		return NULL;
+	memset(eb, 0, sizeof(*eb));
+	eb->start = start;
+	eb->len = t->vol->nodesize;
+	eb->refs = 1;
+	return eb;
+}
+
+/* Take eb off the hash and the ring.  Locked. */
+static void unpublish_locked(struct ubt_tree_ctx *t, struct ubt_eb *eb)
+{
+	ring_unlink(t, eb);
+	hash_unlink(t, eb);
+	t->bytes -= eb->len;
+	t->nblocks--;
+	eb->unhashed = true;
+}
+
+void ubt_eb_insert(struct ubt_tree_ctx *t, struct ubt_eb *eb)
+{
+	pthread_mutex_lock(&t->lock);
+	struct ubt_eb *old = lookup_locked(t, eb->start);
+	if (old) {
+		unpublish_locked(t, old);
+		if (old->refs == 0)
+			free(old);
+	}
+	size_t b = bucket_of(t, eb->start);
+	eb->hash_next = t->buckets[b];
+	t->buckets[b] = eb;
+	eb->unhashed = false;
+	ring_insert(t, eb);
+	t->bytes += eb->len;
+	t->nblocks++;
+	evict_locked(t);
+	pthread_mutex_unlock(&t->lock);
+}
+
+void ubt_eb_remove(struct ubt_tree_ctx *t, struct ubt_eb *eb)
+{
+	pthread_mutex_lock(&t->lock);
+	if (!eb->unhashed && lookup_locked(t, eb->start) == eb)
+		unpublish_locked(t, eb);
+	pthread_mutex_unlock(&t->lock);
+}
+
+void ubt_eb_get(struct ubt_tree_ctx *t, struct ubt_eb *eb)
+{
+	pthread_mutex_lock(&t->lock);
+	eb->refs++;
+	pthread_mutex_unlock(&t->lock);
 }

@@ -27,6 +27,7 @@ struct ubt_eb {
 	struct ubt_eb *hash_next;
 	struct ubt_eb *clock_prev, *clock_next;	/* the cache's CLOCK ring */
 	bool referenced;	/* used since the hand last passed */
+	bool unhashed;		/* removed from the cache: freed at the last put */
 	uint8_t data[];
 };
 
@@ -66,6 +67,19 @@ void ubt_tree_ctx_destroy(struct ubt_tree_ctx *t);
 int ubt_read_tree_block(struct ubt_tree_ctx *t, const struct ubt_block_expect *exp,
 			struct ubt_eb **out);
 void ubt_eb_put(struct ubt_tree_ctx *t, struct ubt_eb *eb);
+
+/*
+ * For the write engine: a new block (refs 1, contents uninitialised) to be
+ * filled and then published with ubt_eb_insert(), which replaces any cached
+ * block at the same address (a freed block whose space is being reused).
+ * ubt_eb_remove() takes a block out of the cache (it was freed); holders
+ * keep their references and the last put frees it.
+ */
+struct ubt_eb *ubt_eb_alloc(struct ubt_tree_ctx *t, uint64_t start);
+void ubt_eb_insert(struct ubt_tree_ctx *t, struct ubt_eb *eb);
+void ubt_eb_remove(struct ubt_tree_ctx *t, struct ubt_eb *eb);
+/* One more reference to a block already held. */
+void ubt_eb_get(struct ubt_tree_ctx *t, struct ubt_eb *eb);
 
 /* ---- block accessors (valid after the checker accepted the block) ----- */
 
@@ -122,6 +136,14 @@ struct ubt_path {
 	struct ubt_eb *nodes[BTRFS_MAX_LEVEL];
 	int slots[BTRFS_MAX_LEVEL];
 };
+
+/* Building blocks shared with the write engine.  ubt_bin_search: 0 and the
+ * slot when found, else 1 and the first slot with a greater key.  The read
+ * functions check what the parent (node pointer / root) records. */
+int ubt_bin_search(const struct ubt_eb *eb, const struct btrfs_key *key, int *slot);
+int ubt_read_child(struct ubt_tree_ctx *t, const struct ubt_eb *parent, int slot,
+		   uint64_t owner, struct ubt_eb **out);
+int ubt_read_root(struct ubt_tree_ctx *t, const struct ubt_root_ref *root, struct ubt_eb **out);
 
 void ubt_path_init(struct ubt_path *p);
 void ubt_path_release(struct ubt_tree_ctx *t, struct ubt_path *p);

@@ -1,0 +1,469 @@
+/*
+ * trans layer: block groups and tree-block allocation.
+ *
+ * Owns struct ubt_bg: the BLOCK_GROUP_ITEMs (extent tree, or block group
+ * tree with that feature), and for each group touched by the writer the set
+ * of allocated ranges, built once from the extent tree's EXTENT_ITEMs and
+ * METADATA_ITEMs plus the superblock copies inside the group (which the
+ * kernel never allocates).  Free space = group - allocated - pinned, where
+ * pinned holds what this transaction freed (still referenced by the last
+ * commit, so not reusable before the next one is on disk).
+ *
+ * Tree blocks are taken next-fit from the metadata (or system) groups,
+ * nodesize aligned, never crossing a 64 KiB stripe boundary (the kernel's
+ * checker rejects such blocks).
+ */
+#include "trans/trans.h"
+
+#include "base/base.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- range sets --------------------------------------------------------- */
+
+/* Index of the first range ending after `start`. */
+static size_t rs_lower(const struct ubt_rangeset *s, uint64_t start)
+{
+	size_t lo = 0, hi = s->n;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (s->v[mid].start + s->v[mid].len <= start)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo;
+}
+
+static int rs_reserve(struct ubt_rangeset *s, size_t need)
+{
+	if (need <= s->cap)
+		return 0;
+	size_t cap = s->cap ? s->cap * 2 : 16;
+	while (cap < need)
+		cap *= 2;
+	struct ubt_range *v = realloc(s->v, cap * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	s->v = v;
+	s->cap = cap;
+	return 0;
+}
+
+int ubt_rangeset_add(struct ubt_rangeset *s, uint64_t start, uint64_t len)
+{
+	if (!len)
+		return 0;
+	uint64_t end = start + len;
+	/* Merge with every range touching [start, end). */
+	size_t i = s->n;
+	size_t lo = 0, hi = s->n;
+	while (lo < hi) {	/* first range with end >= start (touching counts) */
+		size_t mid = lo + (hi - lo) / 2;
+		if (s->v[mid].start + s->v[mid].len < start)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	i = lo;
+	size_t j = i;
+	while (j < s->n && s->v[j].start <= end) {
+		start = UBT_MIN(start, s->v[j].start);
+		end = UBT_MAX(end, s->v[j].start + s->v[j].len);
+		j++;
+	}
+	if (j > i) {
+		s->v[i].start = start;
+		s->v[i].len = end - start;
+		memmove(&s->v[i + 1], &s->v[j], (s->n - j) * sizeof(*s->v));
+		s->n -= j - i - 1;
+		return 0;
+	}
+	int ret = rs_reserve(s, s->n + 1);
+	if (ret)
+		return ret;
+	memmove(&s->v[i + 1], &s->v[i], (s->n - i) * sizeof(*s->v));
+	s->v[i].start = start;
+	s->v[i].len = end - start;
+	s->n++;
+	return 0;
+}
+
+int ubt_rangeset_remove(struct ubt_rangeset *s, uint64_t start, uint64_t len)
+{
+	uint64_t end = start + len;
+	size_t i = rs_lower(s, start);
+
+	while (i < s->n && s->v[i].start < end) {
+		struct ubt_range r = s->v[i];
+		uint64_t rend = r.start + r.len;
+		if (r.start < start && rend > end) {	/* split in two */
+			int ret = rs_reserve(s, s->n + 1);
+			if (ret)
+				return ret;
+			memmove(&s->v[i + 1], &s->v[i], (s->n - i) * sizeof(*s->v));
+			s->n++;
+			s->v[i].len = start - r.start;
+			s->v[i + 1].start = end;
+			s->v[i + 1].len = rend - end;
+			return 0;
+		}
+		if (r.start < start) {
+			s->v[i].len = start - r.start;
+			i++;
+		} else if (rend > end) {
+			s->v[i].start = end;
+			s->v[i].len = rend - end;
+			i++;
+		} else {
+			memmove(&s->v[i], &s->v[i + 1], (s->n - i - 1) * sizeof(*s->v));
+			s->n--;
+		}
+	}
+	return 0;
+}
+
+bool ubt_rangeset_overlaps(const struct ubt_rangeset *s, uint64_t start, uint64_t len)
+{
+	size_t i = rs_lower(s, start);
+	return i < s->n && s->v[i].start < start + len;
+}
+
+void ubt_rangeset_free(struct ubt_rangeset *s)
+{
+	free(s->v);
+	memset(s, 0, sizeof(*s));
+}
+
+/* ---- block groups ------------------------------------------------------- */
+
+static int add_bg(struct ubt_wfs *w, const struct btrfs_key *key,
+		  const struct btrfs_block_group_item *item, size_t *cap)
+{
+	if (w->nbgs == *cap) {
+		size_t ncap = *cap ? *cap * 2 : 16;
+		struct ubt_bg *v = realloc(w->bgs, ncap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		w->bgs = v;
+		*cap = ncap;
+	}
+	struct ubt_bg *bg = &w->bgs[w->nbgs++];
+	memset(bg, 0, sizeof(*bg));
+	bg->start = key->objectid;
+	bg->len = key->offset;
+	bg->flags = btrfs_block_group_flags(item);
+	bg->used = btrfs_block_group_used(item);
+	bg->chunk_objectid = btrfs_block_group_chunk_objectid(item);
+	return 0;
+}
+
+int ubt_bgs_load(struct ubt_wfs *w)
+{
+	struct ubt_fs *fs = w->fs;
+	const struct ubt_root_ref *tree =
+		fs->block_group_tree.bytenr ? &fs->block_group_tree : &fs->extent_tree;
+	struct btrfs_key min = { 0, BTRFS_BLOCK_GROUP_ITEM_KEY, 0 };
+	struct btrfs_key max = { (uint64_t)-1, BTRFS_BLOCK_GROUP_ITEM_KEY, (uint64_t)-1 };
+	struct ubt_iter it;
+	size_t cap = 0;
+	int ret;
+
+	ubt_iter_start(&it, &fs->tree, tree, &min, &max);
+	while ((ret = ubt_iter_next(&it)) == 0) {
+		if (it.key.type != BTRFS_BLOCK_GROUP_ITEM_KEY)
+			continue;
+		if (it.size < sizeof(struct btrfs_block_group_item)) {
+			ret = UBT_CORRUPT(it.leaf->start, "block group item too small");
+			break;
+		}
+		ret = add_bg(w, &it.key, (const void *)it.data, &cap);
+		if (ret)
+			break;
+	}
+	ubt_iter_end(&it);
+	if (ret < 0)
+		return ret;
+	/* Every group must be a chunk of the same size. */
+	for (size_t i = 0; i < w->nbgs; i++) {
+		const struct ubt_chunk *c = ubt_volume_find_chunk(fs->vol, w->bgs[i].start);
+		if (!c || c->start != w->bgs[i].start || c->length != w->bgs[i].len)
+			return UBT_CORRUPT(0, "block group %llu has no matching chunk",
+					   (unsigned long long)w->bgs[i].start);
+	}
+	return 0;
+}
+
+void ubt_bgs_free(struct ubt_wfs *w)
+{
+	for (size_t i = 0; i < w->nbgs; i++) {
+		ubt_rangeset_free(&w->bgs[i].extents);
+		ubt_rangeset_free(&w->bgs[i].pinned);
+		ubt_rangeset_free(&w->bgs[i].supers);
+	}
+	free(w->bgs);
+	w->bgs = NULL;
+	w->nbgs = 0;
+}
+
+struct ubt_bg *ubt_bg_find(struct ubt_wfs *w, uint64_t bytenr)
+{
+	size_t lo = 0, hi = w->nbgs;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		if (w->bgs[mid].start + w->bgs[mid].len <= bytenr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo < w->nbgs && w->bgs[lo].start <= bytenr)
+		return &w->bgs[lo];
+	return NULL;
+}
+
+static uint64_t chunk_stripe_size(const struct ubt_chunk *c)
+{
+	uint64_t p = c->type & BTRFS_BLOCK_GROUP_PROFILE_MASK;
+
+	if (p & BTRFS_BLOCK_GROUP_RAID0)
+		return c->length / c->num_stripes;
+	if (p & BTRFS_BLOCK_GROUP_RAID10)
+		return c->length / (c->num_stripes / c->sub_stripes);
+	if (p & BTRFS_BLOCK_GROUP_RAID5)
+		return c->length / (uint64_t)(c->num_stripes - 1);
+	if (p & BTRFS_BLOCK_GROUP_RAID6)
+		return c->length / (uint64_t)(c->num_stripes - 2);
+	return c->length;
+}
+
+/*
+ * The logical 64 KiB stripes of the group that hold a superblock copy on
+ * some device, as the kernel's reverse mapping computes them (those bytes
+ * are never allocated and never free).
+ */
+static int compute_supers(struct ubt_wfs *w, struct ubt_bg *bg)
+{
+	const struct ubt_chunk *c = ubt_volume_find_chunk(w->fs->vol, bg->start);
+	uint64_t stripe_size = chunk_stripe_size(c);
+	uint64_t p = c->type & BTRFS_BLOCK_GROUP_PROFILE_MASK;
+	uint64_t data_stripes = 1;
+
+	if (p & BTRFS_BLOCK_GROUP_RAID0)
+		data_stripes = c->num_stripes;
+	else if (p & BTRFS_BLOCK_GROUP_RAID10)
+		data_stripes = c->num_stripes / c->sub_stripes;
+	for (int m = 0; m < BTRFS_SUPER_MIRROR_MAX; m++) {
+		uint64_t sb = btrfs_sb_offset(m);
+		for (uint16_t i = 0; i < c->num_stripes; i++) {
+			const struct ubt_stripe_map *s = &c->stripes[i];
+			if (!s->dev || sb + BTRFS_SUPER_INFO_SIZE > s->dev->total_bytes)
+				continue;
+			if (sb < s->physical || sb >= s->physical + stripe_size)
+				continue;
+			uint64_t row = (sb - s->physical) / BTRFS_STRIPE_LEN;
+			uint64_t nr = row;
+			if (p & BTRFS_BLOCK_GROUP_RAID0)
+				nr = row * c->num_stripes + i;
+			else if (p & BTRFS_BLOCK_GROUP_RAID10)
+				nr = row * data_stripes + i / c->sub_stripes;
+			else if (p & (BTRFS_BLOCK_GROUP_RAID5 | BTRFS_BLOCK_GROUP_RAID6))
+				return -EOPNOTSUPP;
+			uint64_t start = c->start + nr * BTRFS_STRIPE_LEN;
+			if (start >= c->start + c->length)
+				continue;
+			uint64_t len = UBT_MIN((uint64_t)BTRFS_STRIPE_LEN, c->start + c->length - start);
+			int ret = ubt_rangeset_add(&bg->supers, start, len);
+			if (ret)
+				return ret;
+		}
+	}
+	return 0;
+}
+
+int ubt_bg_load_extents(struct ubt_wfs *w, struct ubt_bg *bg)
+{
+	struct ubt_fs *fs = w->fs;
+	struct btrfs_key min = { bg->start, 0, 0 };
+	struct btrfs_key max = { bg->start + bg->len - 1, (uint8_t)-1, (uint64_t)-1 };
+	struct ubt_iter it;
+	uint64_t used = 0;
+	int ret;
+
+	if (bg->loaded)
+		return 0;
+	ret = compute_supers(w, bg);
+	if (ret)
+		return ret;
+	for (size_t i = 0; i < bg->supers.n; i++) {
+		ret = ubt_rangeset_add(&bg->extents, bg->supers.v[i].start, bg->supers.v[i].len);
+		if (ret)
+			return ret;
+	}
+	/* An extent starting before the group cannot exist (extents never
+	 * cross groups), so the walk starts at the group. */
+	ubt_iter_start(&it, &fs->tree, &fs->extent_tree, &min, &max);
+	while ((ret = ubt_iter_next(&it)) == 0) {
+		uint64_t len;
+		if (it.key.type == BTRFS_EXTENT_ITEM_KEY)
+			len = it.key.offset;
+		else if (it.key.type == BTRFS_METADATA_ITEM_KEY)
+			len = fs->nodesize;
+		else
+			continue;
+		if (it.key.objectid + len > bg->start + bg->len || len == 0) {
+			ret = UBT_CORRUPT(it.leaf->start, "extent %llu+%llu crosses block group %llu",
+					  (unsigned long long)it.key.objectid,
+					  (unsigned long long)len, (unsigned long long)bg->start);
+			break;
+		}
+		if (ubt_rangeset_overlaps(&bg->extents, it.key.objectid, len)) {
+			ret = UBT_CORRUPT(it.leaf->start, "extent %llu+%llu overlaps another",
+					  (unsigned long long)it.key.objectid,
+					  (unsigned long long)len);
+			break;
+		}
+		ret = ubt_rangeset_add(&bg->extents, it.key.objectid, len);
+		if (ret)
+			break;
+		used += len;
+	}
+	ubt_iter_end(&it);
+	if (ret < 0)
+		return ret;
+	if (used != bg->used)
+		return UBT_CORRUPT(0, "block group %llu records %llu bytes used, its extents %llu",
+				   (unsigned long long)bg->start, (unsigned long long)bg->used,
+				   (unsigned long long)used);
+	bg->cursor = bg->start;
+	bg->loaded = true;
+	return 0;
+}
+
+/* A free nodesize block in bg at or after `from`, or 0. */
+static uint64_t find_free_block(const struct ubt_bg *bg, uint64_t from, uint32_t nodesize)
+{
+	uint64_t end = bg->start + bg->len;
+	uint64_t pos = UBT_ALIGN_UP(from, (uint64_t)nodesize);
+
+	while (pos + nodesize <= end) {
+		/* Never across a 64 KiB stripe boundary. */
+		if (pos / BTRFS_STRIPE_LEN != (pos + nodesize - 1) / BTRFS_STRIPE_LEN) {
+			pos = UBT_ALIGN_UP(pos + 1, (uint64_t)BTRFS_STRIPE_LEN);
+			continue;
+		}
+		size_t i = rs_lower(&bg->extents, pos);
+		if (i < bg->extents.n && bg->extents.v[i].start < pos + nodesize) {
+			pos = UBT_ALIGN_UP(bg->extents.v[i].start + bg->extents.v[i].len,
+					   (uint64_t)nodesize);
+			continue;
+		}
+		i = rs_lower(&bg->pinned, pos);
+		if (i < bg->pinned.n && bg->pinned.v[i].start < pos + nodesize) {
+			pos = UBT_ALIGN_UP(bg->pinned.v[i].start + bg->pinned.v[i].len,
+					   (uint64_t)nodesize);
+			continue;
+		}
+		return pos;
+	}
+	return 0;
+}
+
+int ubt_alloc_tree_block(struct ubt_trans *t, bool system, uint64_t *bytenr)
+{
+	struct ubt_wfs *w = t->w;
+	uint64_t want = system ? BTRFS_BLOCK_GROUP_SYSTEM : BTRFS_BLOCK_GROUP_METADATA;
+	uint32_t nodesize = w->fs->nodesize;
+	int ret;
+
+	for (int pass = 0; pass < 2; pass++) {
+		for (size_t i = 0; i < w->nbgs; i++) {
+			struct ubt_bg *bg = &w->bgs[i];
+			if (!(bg->flags & want))
+				continue;
+			if ((bg->flags & BTRFS_BLOCK_GROUP_PROFILE_MASK) &
+			    (BTRFS_BLOCK_GROUP_RAID5 | BTRFS_BLOCK_GROUP_RAID6))
+				continue;	/* partial-stripe writes are not done */
+			if (bg->len - bg->used < nodesize)
+				continue;
+			ret = ubt_bg_load_extents(w, bg);
+			if (ret)
+				return ret;
+			uint64_t pos = find_free_block(bg, pass ? bg->start : bg->cursor, nodesize);
+			if (!pos)
+				continue;
+			ret = ubt_bg_account(t, pos, nodesize, true);
+			if (ret)
+				return ret;
+			bg->cursor = pos + nodesize;
+			*bytenr = pos;
+			return 0;
+		}
+	}
+	return -ENOSPC;
+}
+
+int ubt_bg_account(struct ubt_trans *t, uint64_t bytenr, uint64_t len, bool alloc)
+{
+	struct ubt_wfs *w = t->w;
+	struct ubt_bg *bg = ubt_bg_find(w, bytenr);
+	int ret;
+
+	if (!bg || bytenr + len > bg->start + bg->len)
+		return UBT_CORRUPT(bytenr, "extent %llu+%llu outside every block group",
+				   (unsigned long long)bytenr, (unsigned long long)len);
+	ret = ubt_bg_load_extents(w, bg);
+	if (ret)
+		return ret;
+	if (alloc) {
+		if (ubt_rangeset_overlaps(&bg->extents, bytenr, len))
+			return UBT_CORRUPT(bytenr, "allocating an extent that is in use");
+		ret = ubt_rangeset_add(&bg->extents, bytenr, len);
+		if (ret)
+			return ret;
+		bg->used += len;
+	} else {
+		if (bg->used < len)
+			return UBT_CORRUPT(bytenr, "block group %llu used bytes underflow",
+					   (unsigned long long)bg->start);
+		ret = ubt_rangeset_remove(&bg->extents, bytenr, len);
+		if (!ret)
+			ret = ubt_rangeset_add(&bg->pinned, bytenr, len);
+		if (ret)
+			return ret;
+		bg->used -= len;
+	}
+	bg->dirty = true;
+	bg->item_dirty = true;
+	return 0;
+}
+
+void ubt_bgs_unpin(struct ubt_wfs *w)
+{
+	for (size_t i = 0; i < w->nbgs; i++)
+		w->bgs[i].pinned.n = 0;
+}
+
+uint64_t ubt_meta_free_bytes(struct ubt_wfs *w, bool system)
+{
+	uint64_t want = system ? BTRFS_BLOCK_GROUP_SYSTEM : BTRFS_BLOCK_GROUP_METADATA;
+	uint64_t total = 0;
+
+	for (size_t i = 0; i < w->nbgs; i++) {
+		const struct ubt_bg *bg = &w->bgs[i];
+		if (!(bg->flags & want))
+			continue;
+		uint64_t pinned = 0;
+		for (size_t k = 0; k < bg->pinned.n; k++)
+			pinned += bg->pinned.v[k].len;
+		uint64_t supers = 0;
+		for (size_t k = 0; k < bg->supers.n; k++)
+			supers += bg->supers.v[k].len;
+		uint64_t taken = bg->used + pinned + supers;
+		if (taken < bg->len)
+			total += bg->len - taken;
+	}
+	return total;
+}

@@ -1,0 +1,706 @@
+/*
+ * trans layer: B-tree modification with copy on write.
+ *
+ * Top-down, in the manner of Rodeh's copy-on-write B-trees as btrfs uses
+ * them: a search for modification copies every block on its way down (a
+ * block of this transaction is changed in place) and fixes nodes before
+ * entering them - with an insertion ahead, a node with fewer than 3 free
+ * pointers is split; with a deletion ahead, a node with fewer than a quarter
+ * of its pointers is merged with or evened out against a neighbour, and a
+ * root node with one child gives way to it.  After such a change the search
+ * starts again from the root (the blocks are now this transaction's, so the
+ * second descent copies nothing).  Leaves are split (insert) or merged into
+ * a neighbour when less than a third full (delete) by the operation itself,
+ * so a parent always has room for the pointer a leaf split adds.
+ *
+ * Invariants kept: a node's key for a child equals the child's first key
+ * (low keys fixed up the path after a change at slot 0); no node is empty;
+ * only the root may be an empty leaf.
+ */
+#include "trans/trans.h"
+
+#include "base/base.h"
+#include "tree/blockops.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static bool is_fs_tree(uint64_t id)
+{
+	return id == BTRFS_FS_TREE_OBJECTID ||
+	       (id >= BTRFS_FIRST_FREE_OBJECTID && id <= BTRFS_LAST_FREE_OBJECTID) ||
+	       id == BTRFS_TREE_RELOC_OBJECTID;
+}
+
+static uint32_t nodesize_of(const struct ubt_trans *t)
+{
+	return t->w->fs->nodesize;
+}
+
+/*
+ * Errors that leave the tree as it was (nothing changed yet) are returned;
+ * anything else may have left a half-done change in memory and aborts.
+ */
+static int abort_with(struct ubt_trans *t, int ret)
+{
+	if (ret < 0 && ret != -EEXIST && ret != -ENOENT && ret != -E2BIG && !t->w->aborted) {
+		t->w->aborted = true;
+		t->w->abort_err = ret;
+	}
+	return ret;
+}
+
+static int add_dirty(struct ubt_trans *t, struct ubt_eb *eb)
+{
+	if (t->ndirty == t->dirty_cap) {
+		size_t cap = t->dirty_cap ? t->dirty_cap * 2 : 64;
+		struct ubt_eb **v = realloc(t->dirty, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		t->dirty = v;
+		t->dirty_cap = cap;
+	}
+	t->dirty[t->ndirty++] = eb;
+	return 0;
+}
+
+static void first_key(const struct ubt_eb *eb, struct btrfs_key *key)
+{
+	memset(key, 0, sizeof(*key));
+	if (ubt_eb_nritems(eb) == 0)
+		return;
+	if (ubt_eb_level(eb) == 0)
+		ubt_eb_item_key(eb, 0, key);
+	else
+		ubt_eb_node_key(eb, 0, key);
+}
+
+/*
+ * A new block of this transaction at a fresh address, holding a copy of
+ * `src` (or, src NULL, an empty block of `level` with tmpl's uuids).  The
+ * transaction holds one reference, the caller gets another.
+ */
+static int new_block(struct ubt_trans *t, struct ubt_wroot *root, const struct ubt_eb *src,
+		     const struct ubt_eb *tmpl, int level, struct ubt_eb **out)
+{
+	struct ubt_fs *fs = t->w->fs;
+	uint64_t bytenr;
+	int ret;
+
+	ret = ubt_alloc_tree_block(t, root->objectid == BTRFS_CHUNK_TREE_OBJECTID, &bytenr);
+	if (ret)
+		return ret;
+	struct ubt_eb *eb = ubt_eb_alloc(&fs->tree, bytenr);
+	if (!eb)
+		return -ENOMEM;
+	struct btrfs_header *h = (struct btrfs_header *)eb->data;
+	if (src) {
+		memcpy(eb->data, src->data, fs->nodesize);
+		btrfs_set_header_bytenr(h, bytenr);
+		btrfs_set_header_generation(h, t->transid);
+		btrfs_set_header_owner(h, root->objectid);
+		btrfs_set_header_flags(h, BTRFS_HEADER_FLAG_WRITTEN);
+		btrfs_set_header_backref_rev(h, BTRFS_MIXED_BACKREF_REV);
+	} else {
+		const struct btrfs_header *th = ubt_eb_header(tmpl);
+		struct ubt_block_hdr bh = { bytenr, t->transid, root->objectid, (uint8_t)level,
+					    th->fsid, th->chunk_tree_uuid, 0 };
+		ret = ubt_block_init(eb->data, fs->nodesize, &bh);
+		if (ret) {
+			free(eb);
+			return ret;
+		}
+	}
+	ret = add_dirty(t, eb);
+	if (ret) {
+		free(eb);
+		return ret;
+	}
+	ubt_eb_insert(&fs->tree, eb);
+	ubt_eb_get(&fs->tree, eb);
+	ret = ubt_dref_add(t, bytenr, root->objectid, +1, (uint8_t)level, NULL);
+	if (ret) {
+		ubt_eb_put(&fs->tree, eb);
+		return ret;
+	}
+	*out = eb;
+	return 0;
+}
+
+/* Drop a block from its tree: its reference goes at commit. */
+static int free_block(struct ubt_trans *t, struct ubt_wroot *root, struct ubt_eb *eb)
+{
+	struct ubt_fs *fs = t->w->fs;
+	int ret = ubt_dref_add(t, eb->start, root->objectid, -1, ubt_eb_level(eb), NULL);
+
+	if (ret)
+		return ret;
+	if (ubt_eb_generation(eb) == t->transid) {
+		for (size_t i = 0; i < t->ndirty; i++) {
+			if (t->dirty[i] == eb) {
+				t->dirty[i] = t->dirty[--t->ndirty];
+				ubt_eb_remove(&fs->tree, eb);
+				ubt_eb_put(&fs->tree, eb);	/* the transaction's */
+				break;
+			}
+		}
+	}
+	return 0;
+}
+
+/*
+ * Copy `eb` (child `pslot` of the dirty node `parent`, or the root when
+ * parent is NULL) unless this transaction made it.  *out gets the block to
+ * change (a new reference; the caller's reference to eb is dropped).
+ */
+static int cow_block(struct ubt_trans *t, struct ubt_wroot *root, struct ubt_eb *eb,
+		     struct ubt_eb *parent, int pslot, struct ubt_eb **out)
+{
+	struct ubt_fs *fs = t->w->fs;
+	int level = ubt_eb_level(eb);
+	struct ubt_eb *neb;
+	int ret;
+
+	if (ubt_eb_generation(eb) == t->transid) {
+		*out = eb;
+		return 0;
+	}
+	if (ubt_eb_generation(eb) > t->transid)
+		return UBT_CORRUPT(eb->start, "tree block from the future (generation %llu)",
+				   (unsigned long long)ubt_eb_generation(eb));
+	if (btrfs_header_backref_rev(ubt_eb_header(eb)) != BTRFS_MIXED_BACKREF_REV ||
+	    (is_fs_tree(root->objectid) &&
+	     (ubt_eb_owner(eb) != root->objectid || ubt_eb_generation(eb) <= root->last_snapshot))) {
+		ubt_log(UBT_LOG_ERROR,
+			"tree block %llu of tree %llu may be shared with a snapshot; writing "
+			"shared blocks is not supported yet",
+			(unsigned long long)eb->start, (unsigned long long)root->objectid);
+		return -EOPNOTSUPP;
+	}
+	if (!is_fs_tree(root->objectid) && ubt_eb_owner(eb) != root->objectid)
+		return UBT_CORRUPT(eb->start, "tree block owner %llu in tree %llu",
+				   (unsigned long long)ubt_eb_owner(eb),
+				   (unsigned long long)root->objectid);
+	ret = new_block(t, root, eb, NULL, level, &neb);
+	if (ret)
+		return ret;
+	ret = free_block(t, root, eb);
+	if (ret) {
+		ubt_eb_put(&fs->tree, neb);
+		return ret;
+	}
+	if (parent) {
+		ret = ubt_node_set_ptr(parent->data, fs->nodesize, pslot, neb->start, t->transid);
+		if (ret) {
+			ubt_eb_put(&fs->tree, neb);
+			return ret;
+		}
+	} else {
+		root->ref.bytenr = neb->start;
+		root->ref.generation = t->transid;
+		root->ref.level = (uint8_t)level;
+		root->dirty = true;
+		ubt_wroot_publish(t, root);
+	}
+	ubt_eb_put(&fs->tree, eb);
+	*out = neb;
+	return 0;
+}
+
+/* Set the key of the block at `level` in its parents, up while it is the
+ * first child (slot 0). */
+static int fixup_low_keys(struct ubt_trans *t, struct ubt_path *path, int level,
+			  const struct btrfs_key *key)
+{
+	for (int i = level; i < BTRFS_MAX_LEVEL && path->nodes[i]; i++) {
+		int ret = ubt_node_set_key(path->nodes[i]->data, nodesize_of(t), path->slots[i], key);
+		if (ret)
+			return ret;
+		if (path->slots[i] != 0)
+			break;
+	}
+	return 0;
+}
+
+/* Put a new root node above the current root (path->nodes[level]). */
+static int grow_root(struct ubt_trans *t, struct ubt_wroot *root, struct ubt_path *path,
+		     int level)
+{
+	struct ubt_eb *old = path->nodes[level], *nr;
+	struct btrfs_key key;
+	int ret;
+
+	if (level + 1 >= BTRFS_MAX_LEVEL)
+		return -EOVERFLOW;
+	ret = new_block(t, root, NULL, old, level + 1, &nr);
+	if (ret)
+		return ret;
+	first_key(old, &key);
+	ret = ubt_node_insert_ptr(nr->data, nodesize_of(t), 0, &key, old->start,
+				  ubt_eb_generation(old));
+	if (ret) {
+		ubt_eb_put(&t->w->fs->tree, nr);
+		return ret;
+	}
+	path->nodes[level + 1] = nr;
+	path->slots[level + 1] = 0;
+	root->ref.bytenr = nr->start;
+	root->ref.generation = t->transid;
+	root->ref.level = (uint8_t)(level + 1);
+	root->dirty = true;
+	ubt_wroot_publish(t, root);
+	return 0;
+}
+
+/* Split the node at `level` in half (its parent has room: see header). */
+static int split_node(struct ubt_trans *t, struct ubt_wroot *root, struct ubt_path *path,
+		      int level)
+{
+	struct ubt_eb *node = path->nodes[level], *right;
+	uint32_t ns = nodesize_of(t);
+	struct btrfs_key key;
+	int ret;
+
+	if (!path->nodes[level + 1]) {
+		ret = grow_root(t, root, path, level);
+		if (ret)
+			return ret;
+	}
+	ret = new_block(t, root, NULL, node, level, &right);
+	if (ret)
+		return ret;
+	ret = ubt_node_split(node->data, right->data, ns, (int)ubt_eb_nritems(node) / 2);
+	if (!ret) {
+		first_key(right, &key);
+		ret = ubt_node_insert_ptr(path->nodes[level + 1]->data, ns, path->slots[level + 1] + 1,
+					  &key, right->start, t->transid);
+	}
+	ubt_eb_put(&t->w->fs->tree, right);
+	return ret;
+}
+
+/*
+ * Split the leaf so that an item of data_size bytes fits at slots[0] (a
+ * new item; with `existing`, the item at slots[0] grows by data_size).
+ * The caller searches again afterwards.
+ */
+static int split_leaf(struct ubt_trans *t, struct ubt_wroot *root, struct ubt_path *path,
+		      const struct btrfs_key *ins_key, uint32_t data_size, bool existing)
+{
+	struct ubt_eb *leaf = path->nodes[0], *right;
+	uint32_t ns = nodesize_of(t);
+	int slot = path->slots[0], nritems = (int)ubt_eb_nritems(leaf);
+	int split;
+	int ret;
+
+	if (existing) {
+		/* Move the items after it out; next time, the item itself. */
+		int used = ubt_leaf_space_used(leaf->data, ns, slot, 1);
+		if (used < 0)
+			return used;
+		if ((uint32_t)used + data_size > btrfs_leaf_data_size(ns) || nritems < 2)
+			return -E2BIG;
+		split = slot + 1 < nritems ? slot + 1 : slot;
+	} else {
+		struct ubt_leaf_split_plan plan;
+		if (nritems == 0)
+			return -E2BIG;	/* an empty leaf too small: cannot happen */
+		ret = ubt_leaf_split_plan(leaf->data, ns, slot, data_size, &plan);
+		if (ret)
+			return ret;
+		split = plan.split;
+	}
+	if (!path->nodes[1]) {
+		ret = grow_root(t, root, path, 0);
+		if (ret)
+			return ret;
+	}
+	ret = new_block(t, root, NULL, leaf, 0, &right);
+	if (ret)
+		return ret;
+	ret = ubt_leaf_split(leaf->data, right->data, ns, split);
+	if (ret)
+		goto out;
+	struct btrfs_key rkey;
+	if (ubt_eb_nritems(right))
+		first_key(right, &rkey);
+	else
+		rkey = *ins_key;	/* empty: it is about to receive ins_key */
+	ret = ubt_node_insert_ptr(path->nodes[1]->data, ns, path->slots[1] + 1, &rkey, right->start,
+				  t->transid);
+	if (ret)
+		goto out;
+	if (ubt_eb_nritems(leaf) == 0)	/* everything moved: the new item goes here */
+		ret = fixup_low_keys(t, path, 1, ins_key);
+out:
+	ubt_eb_put(&t->w->fs->tree, right);
+	return ret;
+}
+
+/* Delete pointer `slot` of the node at `level`. */
+static int del_ptr(struct ubt_trans *t, struct ubt_path *path, int level, int slot)
+{
+	struct ubt_eb *node = path->nodes[level];
+	int ret = ubt_node_delete_ptrs(node->data, nodesize_of(t), slot, 1);
+
+	if (ret)
+		return ret;
+	if (slot == 0 && ubt_eb_nritems(node) > 0 && path->nodes[level + 1]) {
+		struct btrfs_key key;
+		first_key(node, &key);
+		ret = fixup_low_keys(t, path, level + 1, &key);
+	}
+	return ret;
+}
+
+/* Read child `slot` of the dirty node `parent` and make it writable. */
+static int cow_child(struct ubt_trans *t, struct ubt_wroot *root, struct ubt_eb *parent, int slot,
+		     struct ubt_eb **out)
+{
+	struct ubt_eb *eb;
+	int ret = ubt_read_child(&t->w->fs->tree, parent, slot, root->objectid, &eb);
+
+	if (ret)
+		return ret;
+	ret = cow_block(t, root, eb, parent, slot, out);
+	if (ret)
+		ubt_eb_put(&t->w->fs->tree, eb);
+	return ret;
+}
+
+/*
+ * A node with few pointers on a deletion path: merge it into a neighbour
+ * (or the neighbour into it), else even them out.  1 if anything changed.
+ */
+static int balance_node(struct ubt_trans *t, struct ubt_wroot *root, struct ubt_path *path,
+			int level)
+{
+	struct ubt_fs *fs = t->w->fs;
+	uint32_t ns = fs->nodesize;
+	struct ubt_eb *node = path->nodes[level], *parent = path->nodes[level + 1], *sib;
+	int pslot = path->slots[level + 1];
+	int n = (int)ubt_eb_nritems(node);
+	struct btrfs_key key;
+	int ret, shift = 0;
+	bool moved = false;
+
+	if (pslot > 0) {
+		ret = cow_child(t, root, parent, pslot - 1, &sib);
+		if (ret)
+			return ret;
+		if (ubt_node_free_slots(sib->data, ns) >= n) {
+			ret = ubt_node_push_left(sib->data, node->data, ns, n);
+			if (!ret)
+				ret = del_ptr(t, path, level + 1, pslot);
+			if (!ret)
+				ret = free_block(t, root, node);
+			moved = true;
+		} else {
+			ret = ubt_node_balance_shift(sib->data, node->data, ns, &shift);
+			if (!ret && shift < 0)
+				ret = ubt_node_push_right(sib->data, node->data, ns, -shift);
+			if (!ret && shift < 0) {
+				first_key(node, &key);
+				ret = ubt_node_set_key(parent->data, ns, pslot, &key);
+				moved = true;
+			}
+		}
+		ubt_eb_put(&fs->tree, sib);
+		if (ret || moved)
+			return ret ? ret : 1;
+	}
+	if (pslot + 1 < (int)ubt_eb_nritems(parent)) {
+		ret = cow_child(t, root, parent, pslot + 1, &sib);
+		if (ret)
+			return ret;
+		int rn = (int)ubt_eb_nritems(sib);
+		if (ubt_node_free_slots(node->data, ns) >= rn) {
+			ret = ubt_node_push_left(node->data, sib->data, ns, rn);
+			if (!ret)
+				ret = del_ptr(t, path, level + 1, pslot + 1);
+			if (!ret)
+				ret = free_block(t, root, sib);
+			moved = true;
+		} else {
+			ret = ubt_node_balance_shift(node->data, sib->data, ns, &shift);
+			if (!ret && shift > 0)
+				ret = ubt_node_push_left(node->data, sib->data, ns, shift);
+			if (!ret && shift > 0) {
+				first_key(sib, &key);
+				ret = ubt_node_set_key(parent->data, ns, pslot + 1, &key);
+				moved = true;
+			}
+		}
+		ubt_eb_put(&fs->tree, sib);
+		if (ret || moved)
+			return ret ? ret : 1;
+	}
+	return 0;
+}
+
+/* The root node has one child: the child becomes the root. */
+static int shrink_root(struct ubt_trans *t, struct ubt_wroot *root, struct ubt_path *path,
+		       int level)
+{
+	struct ubt_eb *top = path->nodes[level], *child;
+	int ret = cow_child(t, root, top, 0, &child);
+
+	if (ret)
+		return ret;
+	root->ref.bytenr = child->start;
+	root->ref.generation = t->transid;
+	root->ref.level = (uint8_t)(level - 1);
+	root->dirty = true;
+	ubt_wroot_publish(t, root);
+	ret = free_block(t, root, top);
+	ubt_eb_put(&t->w->fs->tree, child);
+	return ret;
+}
+
+/*
+ * The search itself.  `grow`: bytes an existing item at the found slot must
+ * be able to grow by (ubt_extend_item), instead of a new item's ins_len.
+ */
+static int search_w(struct ubt_trans *t, struct ubt_wroot *root, const struct btrfs_key *key,
+		    struct ubt_path *path, int ins_len, bool grow)
+{
+	struct ubt_fs *fs = t->w->fs;
+	uint32_t ns = fs->nodesize;
+	int max_ptrs = (int)btrfs_node_ptrs_per_block(ns);
+	int ret, restarts = 0;
+
+	if (t->w->aborted)
+		return -EROFS;
+again:
+	if (++restarts > 4 * BTRFS_MAX_LEVEL + 8)
+		return UBT_CORRUPT(root->ref.bytenr, "tree %llu: search for write does not settle",
+				   (unsigned long long)root->objectid);
+	ubt_path_release(&fs->tree, path);
+	struct ubt_eb *eb;
+	ret = ubt_read_root(&fs->tree, &root->ref, &eb);
+	if (ret)
+		return ret;
+	ret = cow_block(t, root, eb, NULL, 0, &eb);
+	if (ret) {
+		ubt_eb_put(&fs->tree, eb);
+		return ret;
+	}
+	int top = ubt_eb_level(eb);
+	path->nodes[top] = eb;
+	if (ins_len < 0 && top > 0 && ubt_eb_nritems(eb) == 1) {
+		ret = shrink_root(t, root, path, top);
+		if (ret)
+			goto fail;
+		goto again;
+	}
+	for (int level = top;; level--) {
+		eb = path->nodes[level];
+		int slot;
+		ret = ubt_bin_search(eb, key, &slot);
+		if (level == 0) {
+			path->slots[0] = slot;
+			if (ins_len > 0) {
+				int free_space = ubt_leaf_free_space(eb->data, ns);
+				if (free_space < 0) {
+					ret = free_space;
+					goto fail;
+				}
+				bool existing = grow && ret == 0;
+				bool need = grow ? existing : ret == 1;
+				if (need && free_space < ins_len) {
+					uint32_t want = existing ? (uint32_t)ins_len
+								 : (uint32_t)ins_len - sizeof(struct btrfs_item);
+					int r2 = split_leaf(t, root, path, key, want, existing);
+					if (r2) {
+						ret = r2;
+						goto fail;
+					}
+					goto again;
+				}
+			}
+			return ret;
+		}
+		if (ret == 1 && slot > 0)
+			slot--;
+		path->slots[level] = slot;
+		if (ins_len > 0 && max_ptrs - (int)ubt_eb_nritems(eb) < 3) {
+			ret = split_node(t, root, path, level);
+			if (ret)
+				goto fail;
+			goto again;
+		}
+		if (ins_len < 0 && level < top && (int)ubt_eb_nritems(eb) < max_ptrs / 4) {
+			ret = balance_node(t, root, path, level);
+			if (ret < 0)
+				goto fail;
+			if (ret > 0)
+				goto again;
+		}
+		struct ubt_eb *child;
+		ret = cow_child(t, root, eb, slot, &child);
+		if (ret)
+			goto fail;
+		path->nodes[level - 1] = child;
+	}
+fail:
+	ubt_path_release(&fs->tree, path);
+	return abort_with(t, ret);
+}
+
+int ubt_search_slot_w(struct ubt_trans *t, struct ubt_wroot *root, const struct btrfs_key *key,
+		      struct ubt_path *path, int ins_len)
+{
+	return search_w(t, root, key, path, ins_len, false);
+}
+
+int ubt_insert_item(struct ubt_trans *t, struct ubt_wroot *root, const struct btrfs_key *key,
+		    uint32_t size, uint8_t **data)
+{
+	struct ubt_path path;
+	uint32_t ns = nodesize_of(t);
+	int ret;
+
+	if (size + sizeof(struct btrfs_item) > btrfs_leaf_data_size(ns))
+		return -E2BIG;
+	ubt_path_init(&path);
+	ret = search_w(t, root, key, &path, (int)(size + sizeof(struct btrfs_item)), false);
+	if (ret == 0)
+		ret = -EEXIST;
+	if (ret == 1) {
+		struct ubt_eb *leaf = path.nodes[0];
+		int slot = path.slots[0];
+		ret = ubt_leaf_insert_item(leaf->data, ns, slot, key, size);
+		if (!ret && slot == 0 && path.nodes[1])
+			ret = fixup_low_keys(t, &path, 1, key);
+		if (!ret && data)
+			*data = ubt_eb_witem_data(leaf, slot);
+		if (ret)
+			abort_with(t, ret);
+	}
+	ubt_path_release(&t->w->fs->tree, &path);
+	return ret;
+}
+
+/* A leaf less than a third full: merge it into a neighbour or a neighbour
+ * into it.  The path stays valid only for what the caller needs: nothing. */
+static int merge_leaf(struct ubt_trans *t, struct ubt_wroot *root, struct ubt_path *path)
+{
+	struct ubt_fs *fs = t->w->fs;
+	uint32_t ns = fs->nodesize;
+	struct ubt_eb *leaf = path->nodes[0], *parent = path->nodes[1], *sib;
+	int pslot = path->slots[1];
+	int n = (int)ubt_eb_nritems(leaf);
+	int used = ubt_leaf_space_used(leaf->data, ns, 0, n);
+	int ret;
+
+	if (used < 0)
+		return used;
+	if (pslot > 0) {
+		ret = cow_child(t, root, parent, pslot - 1, &sib);
+		if (ret)
+			return ret;
+		if (ubt_leaf_free_space(sib->data, ns) >= used) {
+			ret = ubt_leaf_push_left(sib->data, leaf->data, ns, n);
+			if (!ret)
+				ret = del_ptr(t, path, 1, pslot);
+			if (!ret)
+				ret = free_block(t, root, leaf);
+			ubt_eb_put(&fs->tree, sib);
+			return ret;
+		}
+		ubt_eb_put(&fs->tree, sib);
+	}
+	if (pslot + 1 < (int)ubt_eb_nritems(parent)) {
+		ret = cow_child(t, root, parent, pslot + 1, &sib);
+		if (ret)
+			return ret;
+		int rn = (int)ubt_eb_nritems(sib);
+		int rused = ubt_leaf_space_used(sib->data, ns, 0, rn);
+		if (rused >= 0 && ubt_leaf_free_space(leaf->data, ns) >= rused) {
+			ret = ubt_leaf_push_left(leaf->data, sib->data, ns, rn);
+			if (!ret)
+				ret = del_ptr(t, path, 1, pslot + 1);
+			if (!ret)
+				ret = free_block(t, root, sib);
+		} else {
+			ret = rused < 0 ? rused : 0;
+		}
+		ubt_eb_put(&fs->tree, sib);
+		return ret;
+	}
+	return 0;
+}
+
+int ubt_del_items(struct ubt_trans *t, struct ubt_wroot *root, struct ubt_path *path, int n)
+{
+	struct ubt_fs *fs = t->w->fs;
+	uint32_t ns = fs->nodesize;
+	struct ubt_eb *leaf = path->nodes[0];
+	int slot = path->slots[0];
+	int ret;
+
+	ret = ubt_leaf_delete_items(leaf->data, ns, slot, n);
+	if (ret)
+		goto out;
+	if (ubt_eb_nritems(leaf) == 0) {
+		if (path->nodes[1]) {
+			ret = del_ptr(t, path, 1, path->slots[1]);
+			if (!ret)
+				ret = free_block(t, root, leaf);
+		}
+		goto out;
+	}
+	if (slot == 0 && path->nodes[1]) {
+		struct btrfs_key key;
+		first_key(leaf, &key);
+		ret = fixup_low_keys(t, path, 1, &key);
+		if (ret)
+			goto out;
+	}
+	if (path->nodes[1]) {
+		int used = ubt_leaf_space_used(leaf->data, ns, 0, (int)ubt_eb_nritems(leaf));
+		if (used >= 0 && (uint32_t)used < btrfs_leaf_data_size(ns) / 3)
+			ret = merge_leaf(t, root, path);
+		else if (used < 0)
+			ret = used;
+	}
+out:
+	ubt_path_release(&fs->tree, path);
+	return abort_with(t, ret);
+}
+
+int ubt_delete_key(struct ubt_trans *t, struct ubt_wroot *root, const struct btrfs_key *key)
+{
+	struct ubt_path path;
+	int ret;
+
+	ubt_path_init(&path);
+	ret = search_w(t, root, key, &path, -1, false);
+	if (ret == 1) {
+		ubt_path_release(&t->w->fs->tree, &path);
+		return -ENOENT;
+	}
+	if (ret < 0)
+		return ret;
+	return ubt_del_items(t, root, &path, 1);
+}
+
+int ubt_extend_item(struct ubt_trans *t, struct ubt_path *path, uint32_t add)
+{
+	int ret = ubt_leaf_extend_item(path->nodes[0]->data, nodesize_of(t), path->slots[0], add);
+	return abort_with(t, ret);
+}
+
+int ubt_truncate_item(struct ubt_trans *t, struct ubt_path *path, uint32_t new_size,
+		      bool from_front)
+{
+	int ret = ubt_leaf_truncate_item(path->nodes[0]->data, nodesize_of(t), path->slots[0],
+					 new_size, from_front);
+	return abort_with(t, ret);
+}
+
+int ubt_search_slot_grow(struct ubt_trans *t, struct ubt_wroot *root, const struct btrfs_key *key,
+			 struct ubt_path *path, uint32_t add)
+{
+	return search_w(t, root, key, path, (int)add, true);
+}

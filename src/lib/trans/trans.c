@@ -1,0 +1,592 @@
+/*
+ * trans layer: writer state, transactions and the commit.
+ *
+ * Commit, in order:
+ *   1. settle the metadata: apply queued reference changes to the extent
+ *      tree, rewrite block group items, the free-space tree and the ROOT_ITEMs
+ *      of trees whose root moved, until a round changes nothing (each step
+ *      may copy blocks of the trees the others write);
+ *   2. write every dirty block (tree checker, checksum, every copy);
+ *   3. flush every device;
+ *   4. write every superblock copy of every device (new roots, generation,
+ *      bytes used, the next backup-root slot), then flush again.
+ * Until step 4 reaches a disk, the previous generation is what every
+ * superblock points to, and none of its blocks was overwritten (the space
+ * freed in this transaction stays pinned until after step 4).
+ */
+#include "trans/trans.h"
+
+#include "base/base.h"
+#include "tree/blockops.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* What the engine can keep consistent when writing. */
+static const uint64_t writable_incompat =
+	BTRFS_FEATURE_INCOMPAT_MIXED_BACKREF | BTRFS_FEATURE_INCOMPAT_DEFAULT_SUBVOL |
+	BTRFS_FEATURE_INCOMPAT_COMPRESS_LZO | BTRFS_FEATURE_INCOMPAT_COMPRESS_ZSTD |
+	BTRFS_FEATURE_INCOMPAT_BIG_METADATA | BTRFS_FEATURE_INCOMPAT_EXTENDED_IREF |
+	BTRFS_FEATURE_INCOMPAT_SKINNY_METADATA | BTRFS_FEATURE_INCOMPAT_NO_HOLES |
+	BTRFS_FEATURE_INCOMPAT_RAID1C34 | BTRFS_FEATURE_INCOMPAT_METADATA_UUID;
+static const uint64_t writable_compat_ro =
+	BTRFS_FEATURE_COMPAT_RO_FREE_SPACE_TREE | BTRFS_FEATURE_COMPAT_RO_FREE_SPACE_TREE_VALID |
+	BTRFS_FEATURE_COMPAT_RO_BLOCK_GROUP_TREE;
+
+/* ---- volume writes ------------------------------------------------------ */
+
+static int write_stripe(const struct ubt_stripe_map *s, uint64_t physical, const void *buf,
+			size_t len)
+{
+	if (!s->dev || !s->dev->bd)
+		return -EIO;	/* no degraded writes */
+	return ubt_bdev_write(s->dev->bd, buf, len, physical);
+}
+
+int ubt_volume_write(struct ubt_volume *vol, uint64_t logical, const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+
+	while (len) {
+		const struct ubt_chunk *c = ubt_volume_find_chunk(vol, logical);
+		if (!c)
+			return UBT_CORRUPT(logical, "writing to an unmapped logical address");
+		uint64_t off = logical - c->start;
+		uint64_t stripe_nr = off / c->stripe_len, in_stripe = off % c->stripe_len;
+		uint64_t room = UBT_MIN(c->stripe_len - in_stripe, c->length - off);
+		size_t n = (size_t)UBT_MIN((uint64_t)len, room);
+		uint64_t profile = c->type & BTRFS_BLOCK_GROUP_PROFILE_MASK;
+		int ret = 0;
+
+		if (profile == 0 || (profile & (BTRFS_BLOCK_GROUP_DUP | BTRFS_BLOCK_GROUP_RAID1 |
+						 BTRFS_BLOCK_GROUP_RAID1C3 |
+						 BTRFS_BLOCK_GROUP_RAID1C4))) {
+			for (uint16_t i = 0; i < c->num_stripes && !ret; i++)
+				ret = write_stripe(&c->stripes[i], c->stripes[i].physical + off, p, n);
+		} else if (profile & BTRFS_BLOCK_GROUP_RAID0) {
+			const struct ubt_stripe_map *s = &c->stripes[stripe_nr % c->num_stripes];
+			ret = write_stripe(s, s->physical + stripe_nr / c->num_stripes * c->stripe_len +
+					   in_stripe, p, n);
+		} else if (profile & BTRFS_BLOCK_GROUP_RAID10) {
+			uint64_t groups = (uint64_t)c->num_stripes / c->sub_stripes;
+			uint64_t first = (stripe_nr % groups) * c->sub_stripes;
+			for (uint16_t k = 0; k < c->sub_stripes && !ret; k++) {
+				const struct ubt_stripe_map *s = &c->stripes[first + k];
+				ret = write_stripe(s, s->physical + stripe_nr / groups * c->stripe_len +
+						   in_stripe, p, n);
+			}
+		} else {
+			ubt_log(UBT_LOG_ERROR, "writing %s chunks is not supported",
+				ubt_profile_name(c->type));
+			ret = -EOPNOTSUPP;
+		}
+		if (ret)
+			return ret;
+		p += n;
+		logical += n;
+		len -= n;
+	}
+	return 0;
+}
+
+/* ---- writer state ----------------------------------------------------- */
+
+/* The backup slot after the one holding the current generation. */
+static int next_backup_index(const struct btrfs_super_block *sb)
+{
+	for (int i = 0; i < BTRFS_NUM_BACKUP_ROOTS; i++)
+		if (btrfs_root_backup_tree_root_gen(&sb->super_roots[i]) == btrfs_super_generation(sb))
+			return (i + 1) % BTRFS_NUM_BACKUP_ROOTS;
+	return 0;
+}
+
+int ubt_wfs_init(struct ubt_fs *fs)
+{
+	const struct btrfs_super_block *sb = &fs->vol->super;
+	uint64_t incompat = btrfs_super_incompat_flags(sb);
+	uint64_t compat_ro = btrfs_super_compat_ro_flags(sb);
+	struct ubt_wfs *w;
+	int ret;
+
+	if (!fs->opts.vol.writable)
+		return -EROFS;
+	if (incompat & ~writable_incompat) {
+		ubt_log(UBT_LOG_ERROR, "incompat features 0x%llx cannot be written yet",
+			(unsigned long long)(incompat & ~writable_incompat));
+		return -EROFS;
+	}
+	if (compat_ro & ~writable_compat_ro) {
+		ubt_log(UBT_LOG_ERROR, "compat_ro features 0x%llx cannot be written yet",
+			(unsigned long long)(compat_ro & ~writable_compat_ro));
+		return -EROFS;
+	}
+	if ((compat_ro & BTRFS_FEATURE_COMPAT_RO_FREE_SPACE_TREE) &&
+	    !(compat_ro & BTRFS_FEATURE_COMPAT_RO_FREE_SPACE_TREE_VALID)) {
+		ubt_log(UBT_LOG_ERROR, "the free-space tree is not marked valid; refusing to write");
+		return -EROFS;
+	}
+	if (btrfs_super_log_root(sb)) {
+		ubt_log(UBT_LOG_ERROR, "an unreplayed fsync log exists; refusing to write");
+		return -EROFS;
+	}
+	for (size_t i = 0; i < fs->vol->ndevices; i++) {
+		if (!fs->vol->devices[i].bd) {
+			ubt_log(UBT_LOG_ERROR, "devid %llu is missing; no degraded writes",
+				(unsigned long long)fs->vol->devices[i].devid);
+			return -EROFS;
+		}
+	}
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	w->fs = fs;
+	w->last_committed = btrfs_super_generation(sb);
+	w->backup_index = next_backup_index(sb);
+	fs->wr = w;
+	ret = ubt_bgs_load(w);
+	if (ret) {
+		ubt_wfs_destroy(fs);
+		return ret;
+	}
+	return 0;
+}
+
+void ubt_wfs_destroy(struct ubt_fs *fs)
+{
+	struct ubt_wfs *w = fs->wr;
+
+	if (!w)
+		return;
+	if (w->running)
+		ubt_trans_abort(w->running, -ECANCELED);
+	ubt_bgs_free(w);
+	for (size_t i = 0; i < w->nroots; i++)
+		free(w->roots[i]);
+	free(w->roots);
+	free(w);
+	fs->wr = NULL;
+}
+
+int ubt_trans_start(struct ubt_fs *fs, struct ubt_trans **out)
+{
+	struct ubt_wfs *w = fs->wr;
+	struct ubt_trans *t;
+
+	*out = NULL;
+	if (!w)
+		return -EROFS;
+	if (w->aborted)
+		return -EROFS;
+	if (w->running)
+		return -EBUSY;
+	t = calloc(1, sizeof(*t));
+	if (!t)
+		return -ENOMEM;
+	t->w = w;
+	t->transid = w->last_committed + 1;
+	struct ubt_root_ref *g[] = { &fs->root_tree, &fs->chunk_tree, &fs->extent_tree,
+				     &fs->dev_tree, &fs->csum_tree, &fs->uuid_tree,
+				     &fs->free_space_tree, &fs->block_group_tree, &fs->quota_tree };
+	for (size_t i = 0; i < UBT_ARRAY_SIZE(g); i++)
+		t->saved_global[i] = *g[i];
+	pthread_mutex_lock(&fs->subvol_lock);
+	t->saved_subvols = calloc(fs->nsubvols + 1, sizeof(*t->saved_subvols));
+	if (t->saved_subvols) {
+		for (size_t i = 0; i < fs->nsubvols; i++) {
+			t->saved_subvols[i].id = fs->subvols[i]->id;
+			t->saved_subvols[i].root = fs->subvols[i]->root;
+			t->saved_subvols[i].item = fs->subvols[i]->item;
+		}
+		t->nsaved_subvols = fs->nsubvols;
+	}
+	pthread_mutex_unlock(&fs->subvol_lock);
+	if (!t->saved_subvols) {
+		free(t);
+		return -ENOMEM;
+	}
+	w->running = t;
+	*out = t;
+	return 0;
+}
+
+/* ---- roots ---------------------------------------------------------------- */
+
+/* Tell the read side where a tree's root is now (it reads dirty blocks too). */
+void ubt_wroot_publish(struct ubt_trans *t, struct ubt_wroot *r)
+{
+	struct ubt_fs *fs = t->w->fs;
+	struct ubt_root_ref *g = NULL;
+
+	switch (r->objectid) {
+	case BTRFS_ROOT_TREE_OBJECTID: g = &fs->root_tree; break;
+	case BTRFS_CHUNK_TREE_OBJECTID: g = &fs->chunk_tree; break;
+	case BTRFS_EXTENT_TREE_OBJECTID: g = &fs->extent_tree; break;
+	case BTRFS_DEV_TREE_OBJECTID: g = &fs->dev_tree; break;
+	case BTRFS_CSUM_TREE_OBJECTID: g = &fs->csum_tree; break;
+	case BTRFS_UUID_TREE_OBJECTID: g = &fs->uuid_tree; break;
+	case BTRFS_FREE_SPACE_TREE_OBJECTID: g = &fs->free_space_tree; break;
+	case BTRFS_BLOCK_GROUP_TREE_OBJECTID: g = &fs->block_group_tree; break;
+	case BTRFS_QUOTA_TREE_OBJECTID: g = &fs->quota_tree; break;
+	default: break;
+	}
+	if (g) {
+		*g = r->ref;
+		return;
+	}
+	pthread_mutex_lock(&fs->subvol_lock);
+	for (size_t i = 0; i < fs->nsubvols; i++) {
+		if (fs->subvols[i]->id == r->objectid) {
+			fs->subvols[i]->root = r->ref;
+			fs->subvols[i]->item = r->item;
+		}
+	}
+	pthread_mutex_unlock(&fs->subvol_lock);
+}
+
+int ubt_wroot_get(struct ubt_trans *t, uint64_t objectid, struct ubt_wroot **out)
+{
+	struct ubt_wfs *w = t->w;
+	struct ubt_fs *fs = w->fs;
+	struct ubt_wroot *r;
+	int ret;
+
+	for (size_t i = 0; i < w->nroots; i++) {
+		if (w->roots[i]->objectid == objectid) {
+			*out = w->roots[i];
+			return 0;
+		}
+	}
+	r = calloc(1, sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	r->objectid = objectid;
+	if (objectid == BTRFS_ROOT_TREE_OBJECTID) {
+		r->ref = fs->root_tree;
+	} else if (objectid == BTRFS_CHUNK_TREE_OBJECTID) {
+		r->ref = fs->chunk_tree;
+	} else {
+		struct ubt_path path;
+		struct btrfs_key key = { objectid, BTRFS_ROOT_ITEM_KEY, (uint64_t)-1 };
+		ubt_path_init(&path);
+		ret = ubt_search_le(&fs->tree, &fs->root_tree, &key, &path);
+		if (ret == 0) {
+			ubt_eb_item_key(path.nodes[0], path.slots[0], &r->item_key);
+			uint32_t size = ubt_eb_item_size(path.nodes[0], path.slots[0]);
+			if (r->item_key.objectid != objectid || r->item_key.type != BTRFS_ROOT_ITEM_KEY)
+				ret = -ENOENT;
+			else if (size < sizeof(r->item))
+				ret = UBT_CORRUPT(path.nodes[0]->start,
+						  "root item of tree %llu has an old short layout",
+						  (unsigned long long)objectid);
+			else
+				memcpy(&r->item, ubt_eb_item_data(path.nodes[0], path.slots[0]),
+				       sizeof(r->item));
+		} else if (ret == 1) {
+			ret = -ENOENT;
+		}
+		ubt_path_release(&fs->tree, &path);
+		if (ret) {
+			free(r);
+			return ret;
+		}
+		r->has_item = true;
+		r->ref = (struct ubt_root_ref){ objectid, btrfs_root_bytenr(&r->item),
+						btrfs_root_generation(&r->item),
+						btrfs_root_level(&r->item) };
+		r->last_snapshot = btrfs_root_last_snapshot(&r->item);
+	}
+	if (w->nroots == w->roots_cap) {
+		size_t cap = w->roots_cap ? w->roots_cap * 2 : 16;
+		struct ubt_wroot **v = realloc(w->roots, cap * sizeof(*v));
+		if (!v) {
+			free(r);
+			return -ENOMEM;
+		}
+		w->roots = v;
+		w->roots_cap = cap;
+	}
+	w->roots[w->nroots++] = r;
+	*out = r;
+	return 0;
+}
+
+/* Rewrite the ROOT_ITEM of every tree whose root moved.  1 if any did. */
+static int update_root_items(struct ubt_trans *t)
+{
+	struct ubt_wfs *w = t->w;
+	struct ubt_wroot *rt;
+	int ret, changed = 0;
+
+	ret = ubt_wroot_get(t, BTRFS_ROOT_TREE_OBJECTID, &rt);
+	if (ret)
+		return ret;
+	for (size_t i = 0; i < w->nroots; i++) {
+		struct ubt_wroot *r = w->roots[i];
+		struct ubt_path path;
+		if (!r->dirty || !r->has_item)
+			continue;
+		r->dirty = false;
+		btrfs_set_root_bytenr(&r->item, r->ref.bytenr);
+		btrfs_set_root_level(&r->item, r->ref.level);
+		btrfs_set_root_generation(&r->item, t->transid);
+		btrfs_set_root_generation_v2(&r->item, t->transid);
+		ubt_path_init(&path);
+		ret = ubt_search_slot_w(t, rt, &r->item_key, &path, 0);
+		if (ret == 0) {
+			if (ubt_eb_item_size(path.nodes[0], path.slots[0]) < sizeof(r->item))
+				ret = -EUCLEAN;
+			else
+				memcpy(ubt_eb_witem_data(path.nodes[0], path.slots[0]), &r->item,
+				       sizeof(r->item));
+		} else if (ret == 1) {
+			ret = UBT_CORRUPT(0, "root item of tree %llu vanished",
+					  (unsigned long long)r->objectid);
+		}
+		ubt_path_release(&w->fs->tree, &path);
+		if (ret)
+			return ret;
+		ubt_wroot_publish(t, r);
+		changed = 1;
+	}
+	return changed;
+}
+
+static bool any_bg_dirty(const struct ubt_wfs *w)
+{
+	for (size_t i = 0; i < w->nbgs; i++)
+		if (w->bgs[i].dirty || w->bgs[i].item_dirty)
+			return true;
+	return false;
+}
+
+static bool any_root_item_dirty(const struct ubt_wfs *w)
+{
+	for (size_t i = 0; i < w->nroots; i++)
+		if (w->roots[i]->dirty && w->roots[i]->has_item)
+			return true;
+	return false;
+}
+
+/* Step 1: until nothing changes. */
+static int settle(struct ubt_trans *t)
+{
+	for (int round = 0; round < 64; round++) {
+		int ret = ubt_run_drefs(t);
+		if (!ret)
+			ret = ubt_write_bg_items(t);
+		if (!ret)
+			ret = ubt_fst_update(t);
+		if (ret >= 0)
+			ret = update_root_items(t);
+		if (ret < 0)
+			return ret;
+		if (t->nrefs == 0 && !any_bg_dirty(t->w) && !any_root_item_dirty(t->w))
+			return 0;
+	}
+	ubt_log(UBT_LOG_ERROR, "commit %llu: metadata did not settle",
+		(unsigned long long)t->transid);
+	return -EUCLEAN;
+}
+
+static int cmp_eb(const void *a, const void *b)
+{
+	const struct ubt_eb *x = *(const struct ubt_eb *const *)a;
+	const struct ubt_eb *y = *(const struct ubt_eb *const *)b;
+	return x->start < y->start ? -1 : x->start > y->start;
+}
+
+/* Steps 2 and 3. */
+static int write_dirty(struct ubt_trans *t)
+{
+	struct ubt_fs *fs = t->w->fs;
+	struct ubt_check_ctx chk = fs->tree.check;
+	int ret;
+
+	chk.super_generation = t->w->last_committed;
+	chk.read_only = false;
+	qsort(t->dirty, t->ndirty, sizeof(*t->dirty), cmp_eb);
+	for (size_t i = 0; i < t->ndirty; i++) {
+		struct ubt_eb *eb = t->dirty[i];
+		ret = ubt_block_finish(&chk, eb->data);
+		if (ret) {
+			ubt_log(UBT_LOG_ERROR, "commit %llu: block %llu fails the tree checker",
+				(unsigned long long)t->transid, (unsigned long long)eb->start);
+			return ret;
+		}
+		ret = ubt_volume_write(fs->vol, eb->start, eb->data, eb->len);
+		if (ret)
+			return ret;
+	}
+	for (size_t i = 0; i < fs->vol->ndevices; i++) {
+		ret = ubt_bdev_flush(fs->vol->devices[i].bd);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+static uint64_t total_used(const struct ubt_wfs *w)
+{
+	uint64_t sum = 0;
+	for (size_t i = 0; i < w->nbgs; i++)
+		sum += w->bgs[i].used;
+	return sum;
+}
+
+static void fill_backup(struct ubt_trans *t, struct btrfs_super_block *sb)
+{
+	struct ubt_fs *fs = t->w->fs;
+	struct btrfs_root_backup *b = &sb->super_roots[t->w->backup_index];
+	const struct ubt_subvol *top = NULL;
+
+	memset(b, 0, sizeof(*b));
+	btrfs_set_root_backup_tree_root(b, fs->root_tree.bytenr);
+	btrfs_set_root_backup_tree_root_gen(b, t->transid);
+	btrfs_set_root_backup_tree_root_level(b, fs->root_tree.level);
+	btrfs_set_root_backup_chunk_root(b, fs->chunk_tree.bytenr);
+	btrfs_set_root_backup_chunk_root_gen(b, fs->chunk_tree.generation);
+	btrfs_set_root_backup_chunk_root_level(b, fs->chunk_tree.level);
+	btrfs_set_root_backup_extent_root(b, fs->extent_tree.bytenr);
+	btrfs_set_root_backup_extent_root_gen(b, fs->extent_tree.generation);
+	btrfs_set_root_backup_extent_root_level(b, fs->extent_tree.level);
+	if (ubt_fs_subvol(fs, BTRFS_FS_TREE_OBJECTID, &top) == 0) {
+		btrfs_set_root_backup_fs_root(b, top->root.bytenr);
+		btrfs_set_root_backup_fs_root_gen(b, top->root.generation);
+		btrfs_set_root_backup_fs_root_level(b, top->root.level);
+	}
+	btrfs_set_root_backup_dev_root(b, fs->dev_tree.bytenr);
+	btrfs_set_root_backup_dev_root_gen(b, fs->dev_tree.generation);
+	btrfs_set_root_backup_dev_root_level(b, fs->dev_tree.level);
+	btrfs_set_root_backup_csum_root(b, fs->csum_tree.bytenr);
+	btrfs_set_root_backup_csum_root_gen(b, fs->csum_tree.generation);
+	btrfs_set_root_backup_csum_root_level(b, fs->csum_tree.level);
+	btrfs_set_root_backup_total_bytes(b, btrfs_super_total_bytes(sb));
+	btrfs_set_root_backup_bytes_used(b, btrfs_super_bytes_used(sb));
+	btrfs_set_root_backup_num_devices(b, btrfs_super_num_devices(sb));
+}
+
+/* Step 4: every superblock copy of every device, then flush. */
+static int write_supers(struct ubt_trans *t)
+{
+	struct ubt_fs *fs = t->w->fs;
+	struct ubt_volume *vol = fs->vol;
+	struct btrfs_super_block sb = vol->super;
+	int ret;
+
+	btrfs_set_super_generation(&sb, t->transid);
+	btrfs_set_super_root(&sb, fs->root_tree.bytenr);
+	btrfs_set_super_root_level(&sb, fs->root_tree.level);
+	btrfs_set_super_chunk_root(&sb, fs->chunk_tree.bytenr);
+	btrfs_set_super_chunk_root_generation(&sb, fs->chunk_tree.generation);
+	btrfs_set_super_chunk_root_level(&sb, fs->chunk_tree.level);
+	btrfs_set_super_bytes_used(&sb, total_used(t->w));
+	fill_backup(t, &sb);
+
+	for (size_t d = 0; d < vol->ndevices; d++) {
+		struct ubt_device *dev = &vol->devices[d];
+		struct btrfs_super_block own;
+		/* Each device keeps its own dev_item. */
+		ret = ubt_super_read_best(dev->bd, &own, NULL);
+		if (ret)
+			return ret;
+		struct btrfs_super_block out = sb;
+		memcpy(&out.dev_item, &own.dev_item, sizeof(out.dev_item));
+		for (int m = 0; m < BTRFS_SUPER_MIRROR_MAX; m++) {
+			uint64_t off = btrfs_sb_offset(m);
+			if (off + BTRFS_SUPER_INFO_SIZE > dev->bd->size)
+				break;
+			btrfs_set_super_bytenr(&out, off);
+			ret = ubt_super_update_csum(&out);
+			if (!ret)
+				ret = ubt_bdev_write(dev->bd, &out, sizeof(out), off);
+			if (ret)
+				return ret;
+		}
+	}
+	for (size_t d = 0; d < vol->ndevices; d++) {
+		ret = ubt_bdev_flush(vol->devices[d].bd);
+		if (ret)
+			return ret;
+	}
+	btrfs_set_super_bytenr(&sb, btrfs_sb_offset(0));
+	vol->super = sb;
+	return 0;
+}
+
+static void trans_free(struct ubt_trans *t)
+{
+	struct ubt_fs *fs = t->w->fs;
+
+	for (size_t i = 0; i < t->ndirty; i++)
+		ubt_eb_put(&fs->tree, t->dirty[i]);
+	free(t->dirty);
+	free(t->refs);
+	free(t->saved_subvols);
+	t->w->running = NULL;
+	free(t);
+}
+
+int ubt_trans_commit(struct ubt_trans *t)
+{
+	struct ubt_wfs *w = t->w;
+	int ret;
+
+	if (w->aborted) {
+		ubt_trans_abort(t, w->abort_err);
+		return -EROFS;
+	}
+	t->committing = true;
+	ret = settle(t);
+	if (!ret)
+		ret = write_dirty(t);
+	if (!ret)
+		ret = write_supers(t);
+	if (ret) {
+		ubt_trans_abort(t, ret);
+		return ret;
+	}
+	w->last_committed = t->transid;
+	w->backup_index = (w->backup_index + 1) % BTRFS_NUM_BACKUP_ROOTS;
+	w->fs->tree.check.super_generation = t->transid;
+	ubt_bgs_unpin(w);
+	for (size_t i = 0; i < w->nroots; i++)
+		w->roots[i]->dirty = false;
+	trans_free(t);
+	return 0;
+}
+
+void ubt_trans_abort(struct ubt_trans *t, int err)
+{
+	struct ubt_wfs *w = t->w;
+	struct ubt_fs *fs = w->fs;
+
+	if (!w->aborted)
+		ubt_log(UBT_LOG_ERROR,
+			"transaction %llu aborted (%s); the filesystem is read-only, the last "
+			"commit (generation %llu) is intact",
+			(unsigned long long)t->transid, ubt_strerror(err),
+			(unsigned long long)w->last_committed);
+	w->aborted = true;
+	w->abort_err = err;
+	/* Readers go back to the last commit; dirty blocks must not be found
+	 * again (their addresses may hold anything on disk). */
+	struct ubt_root_ref *g[] = { &fs->root_tree, &fs->chunk_tree, &fs->extent_tree,
+				     &fs->dev_tree, &fs->csum_tree, &fs->uuid_tree,
+				     &fs->free_space_tree, &fs->block_group_tree, &fs->quota_tree };
+	for (size_t i = 0; i < UBT_ARRAY_SIZE(g); i++)
+		*g[i] = t->saved_global[i];
+	pthread_mutex_lock(&fs->subvol_lock);
+	for (size_t i = 0; i < fs->nsubvols; i++) {
+		for (size_t k = 0; k < t->nsaved_subvols; k++) {
+			if (t->saved_subvols[k].id == fs->subvols[i]->id) {
+				fs->subvols[i]->root = t->saved_subvols[k].root;
+				fs->subvols[i]->item = t->saved_subvols[k].item;
+			}
+		}
+	}
+	pthread_mutex_unlock(&fs->subvol_lock);
+	for (size_t i = 0; i < t->ndirty; i++)
+		ubt_eb_remove(&fs->tree, t->dirty[i]);
+	fs->tree.check.super_generation = w->last_committed;
+	trans_free(t);
+}

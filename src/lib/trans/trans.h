@@ -1,0 +1,237 @@
+/*
+ * trans layer: the copy-on-write engine.  Transactions, writable tree
+ * blocks, B-tree modification (search for write with proactive split and
+ * merge, insert, delete, extend, truncate), tree-block allocation from the
+ * metadata block groups, extent back references applied at commit (delayed
+ * refs), block-group accounting, the free-space tree, and the commit that
+ * writes every dirty block and then the superblocks.
+ *
+ * Sits on tree (blocks, cache, checker), volume (mapping, writes) and fs
+ * (the opened filesystem).  One writer at a time: every function here runs
+ * under the caller's write lock (the library serialises writers; readers of
+ * an fs being written take the same lock shared).
+ *
+ * Lifetime of a block:
+ *   committed (generation < transid, immutable, shared by readers)
+ *     --COW--> dirty (generation == transid, a new address, writable, held
+ *              by the transaction, in the block cache so searches find it)
+ *     --commit--> committed.
+ * The old copy's space is released only when the commit that no longer
+ * reaches it is on disk (it is "pinned" until then).
+ *
+ * Errors: any failure inside a transaction aborts it: nothing more is
+ * written, the filesystem turns read-only (fs->wr->aborted) and the last
+ * commit stays intact on disk.  -ENOSPC from an operation is returned before
+ * anything changed where possible (tree operations reserve their worst case
+ * up front); an ENOSPC discovered during commit aborts.
+ *
+ * Reference model: tree blocks get skinny METADATA_ITEMs (EXTENT_ITEM with
+ * tree_block_info without SKINNY_METADATA) with an inline TREE_BLOCK_REF to
+ * their owner.  Copying a block that several roots share (snapshots) needs
+ * the FULL_BACKREF rules; until they exist, COW of a block that may be
+ * shared is refused with -EOPNOTSUPP (which aborts), never guessed.
+ */
+#ifndef UBTRFS_TRANS_H
+#define UBTRFS_TRANS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "format/btrfs_format.h"
+#include "fs/fs.h"
+#include "tree/tree.h"
+
+struct ubt_trans;
+
+/* A byte range. */
+struct ubt_range {
+	uint64_t start, len;
+};
+
+/* A growable sorted set of disjoint ranges. */
+struct ubt_rangeset {
+	struct ubt_range *v;
+	size_t n, cap;
+};
+
+/* One block group as the writer tracks it. */
+struct ubt_bg {
+	uint64_t start, len, flags;	/* BTRFS_BLOCK_GROUP_* */
+	uint64_t used;			/* bytes in extents, as of now */
+	uint64_t chunk_objectid;	/* from the item (256) */
+	bool loaded;			/* `extents` built from the extent tree */
+	bool dirty;			/* free-space tree entries need rewriting */
+	bool item_dirty;		/* BLOCK_GROUP_ITEM needs rewriting */
+	struct ubt_rangeset extents;	/* allocated ranges (incl. super stripes) */
+	struct ubt_rangeset pinned;	/* freed in this transaction: not reusable */
+	struct ubt_rangeset supers;	/* superblock copies inside this group */
+	uint64_t cursor;		/* next-fit allocation hint */
+};
+
+/* A tree being written.  The root tree and chunk tree live in the
+ * superblock; every other tree has a ROOT_ITEM in the root tree. */
+struct ubt_wroot {
+	uint64_t objectid;
+	struct ubt_root_ref ref;	/* current root (bytenr, generation, level) */
+	struct btrfs_root_item item;	/* with a ROOT_ITEM: its current content */
+	struct btrfs_key item_key;	/* where the ROOT_ITEM is */
+	bool has_item;
+	bool dirty;			/* root moved or item changed: rewrite item */
+	uint64_t last_snapshot;		/* blocks at or below may be shared */
+};
+
+/* A pending change of a tree block's references (a delayed ref). */
+struct ubt_dref {
+	uint64_t bytenr;
+	uint64_t root;			/* owner tree of the reference */
+	int delta;			/* +1 new block, -1 dropped */
+	uint8_t level;
+	struct btrfs_key first_key;	/* for non-skinny tree_block_info */
+};
+
+/* The writer state of an opened filesystem (fs->wr). */
+struct ubt_wfs {
+	struct ubt_fs *fs;
+	bool aborted;
+	int abort_err;
+	uint64_t last_committed;	/* generation of the superblock on disk */
+	struct ubt_bg *bgs;		/* sorted by start */
+	size_t nbgs;
+	struct ubt_wroot **roots;	/* trees opened for writing */
+	size_t nroots, roots_cap;
+	struct ubt_trans *running;
+	int backup_index;		/* next backup-root slot to fill */
+	uint64_t reserve_bytes;		/* metadata kept back for deletes */
+};
+
+/* What readers saw when the transaction started (restored on abort). */
+struct ubt_saved_root {
+	uint64_t id;
+	struct ubt_root_ref root;
+	struct btrfs_root_item item;
+};
+
+struct ubt_trans {
+	struct ubt_wfs *w;
+	struct ubt_root_ref saved_global[9];
+	struct ubt_saved_root *saved_subvols;
+	size_t nsaved_subvols;
+	uint64_t transid;
+	struct ubt_eb **dirty;		/* every block COWed or created */
+	size_t ndirty, dirty_cap;
+	struct ubt_dref *refs;
+	size_t nrefs, refs_cap;
+	bool chunk_root_dirty;
+	bool committing;
+};
+
+/* ---- writer lifetime (trans.c) ----------------------------------------- */
+
+/* Prepare fs (opened writable) for writing: block groups, roots. */
+int ubt_wfs_init(struct ubt_fs *fs);
+void ubt_wfs_destroy(struct ubt_fs *fs);
+
+int ubt_trans_start(struct ubt_fs *fs, struct ubt_trans **out);
+/* Commit: on success the transaction is gone and on disk.  On failure it
+ * is aborted (and gone); the filesystem is read-only. */
+int ubt_trans_commit(struct ubt_trans *t);
+/* Abort: drop every change; the filesystem turns read-only. */
+void ubt_trans_abort(struct ubt_trans *t, int err);
+
+/* A tree for writing: 1 root tree, 3 chunk tree, or any tree with a
+ * ROOT_ITEM (extent 2, dev 4, fs trees 5/256+, csum 7, uuid 9, FST 10,
+ * block group 11). */
+int ubt_wroot_get(struct ubt_trans *t, uint64_t objectid, struct ubt_wroot **out);
+
+/* Make the read side (fs->*_tree, the subvolume cache) use r's root. */
+void ubt_wroot_publish(struct ubt_trans *t, struct ubt_wroot *r);
+
+/* ---- B-tree modification (ctree_w.c) ----------------------------------- */
+
+/*
+ * Search `key` for modification: every block on the path is copied on
+ * write, and with ins_len > 0 every node and the leaf are split in advance
+ * so that an item of ins_len bytes (header included) fits; with ins_len < 0
+ * underfull nodes are merged on the way down.  Results as ubt_search_slot.
+ * The path's blocks are dirty and writable (ubt_eb_wdata).
+ */
+int ubt_search_slot_w(struct ubt_trans *t, struct ubt_wroot *root, const struct btrfs_key *key,
+		      struct ubt_path *path, int ins_len);
+
+/* Search for an existing item that must grow by `add` bytes in place
+ * (then ubt_extend_item): splits its leaf as needed.  0 found, 1 not. */
+int ubt_search_slot_grow(struct ubt_trans *t, struct ubt_wroot *root, const struct btrfs_key *key,
+			 struct ubt_path *path, uint32_t add);
+/* Insert an item of `size` bytes (zeroed); *data points at it in the leaf
+ * (valid until the next tree operation).  -EEXIST if the key exists. */
+int ubt_insert_item(struct ubt_trans *t, struct ubt_wroot *root, const struct btrfs_key *key,
+		    uint32_t size, uint8_t **data);
+/* Delete `n` items from path->slots[0] in path->nodes[0] (from a search
+ * with ins_len -1); merges or frees the leaf as needed.  Releases path. */
+int ubt_del_items(struct ubt_trans *t, struct ubt_wroot *root, struct ubt_path *path, int n);
+/* Delete the item with this exact key (-ENOENT if none). */
+int ubt_delete_key(struct ubt_trans *t, struct ubt_wroot *root, const struct btrfs_key *key);
+/* Grow the item at the path by `add` bytes at its end (zeroed); the path
+ * must come from a search with ins_len >= add. */
+int ubt_extend_item(struct ubt_trans *t, struct ubt_path *path, uint32_t add);
+/* Shrink the item at the path to new_size, dropping bytes at the end
+ * (from_front: at the start). */
+int ubt_truncate_item(struct ubt_trans *t, struct ubt_path *path, uint32_t new_size,
+		      bool from_front);
+
+/* Writable view of a dirty block on a write path. */
+static inline uint8_t *ubt_eb_wdata(struct ubt_eb *eb)
+{
+	return eb->data;
+}
+static inline uint8_t *ubt_eb_witem_data(struct ubt_eb *eb, int slot)
+{
+	return eb->data + sizeof(struct btrfs_header) + btrfs_item_offset(ubt_eb_item(eb, slot));
+}
+
+/* ---- allocation (alloc.c) ---------------------------------------------- */
+
+/* Load block groups (items from the extent or block-group tree). */
+int ubt_bgs_load(struct ubt_wfs *w);
+void ubt_bgs_free(struct ubt_wfs *w);
+struct ubt_bg *ubt_bg_find(struct ubt_wfs *w, uint64_t bytenr);
+/* Build bg->extents from the extent tree and the superblock stripes. */
+int ubt_bg_load_extents(struct ubt_wfs *w, struct ubt_bg *bg);
+/* A free, nodesize-aligned tree block in a metadata (or system) group. */
+int ubt_alloc_tree_block(struct ubt_trans *t, bool system, uint64_t *bytenr);
+/* Space accounting of an allocation or a free (free: pinned till commit). */
+int ubt_bg_account(struct ubt_trans *t, uint64_t bytenr, uint64_t len, bool alloc);
+/* After a commit: pinned space becomes free. */
+void ubt_bgs_unpin(struct ubt_wfs *w);
+/* Free metadata bytes (for statfs and reserve decisions). */
+uint64_t ubt_meta_free_bytes(struct ubt_wfs *w, bool system);
+
+int ubt_rangeset_add(struct ubt_rangeset *s, uint64_t start, uint64_t len);
+int ubt_rangeset_remove(struct ubt_rangeset *s, uint64_t start, uint64_t len);
+bool ubt_rangeset_overlaps(const struct ubt_rangeset *s, uint64_t start, uint64_t len);
+void ubt_rangeset_free(struct ubt_rangeset *s);
+
+/* ---- extent references (extent_w.c) ------------------------------------ */
+
+/* Queue a reference change of a tree block. */
+int ubt_dref_add(struct ubt_trans *t, uint64_t bytenr, uint64_t root, int delta, uint8_t level,
+		 const struct btrfs_key *first_key);
+/* Apply queued changes to the extent tree (loops: its own COW queues more). */
+int ubt_run_drefs(struct ubt_trans *t);
+/* Rewrite the BLOCK_GROUP_ITEM of every dirty group. */
+int ubt_write_bg_items(struct ubt_trans *t);
+
+/* ---- free-space tree (fst_w.c) ----------------------------------------- */
+
+/* Rewrite the free-space tree entries of every dirty group from its
+ * in-memory extents (free = group - extents), as extents or bitmaps by the
+ * kernel's thresholds. */
+int ubt_fst_update(struct ubt_trans *t);
+
+/* ---- commit I/O (trans.c) ---------------------------------------------- */
+
+/* Write len bytes at `logical` to every copy (SINGLE, DUP, RAID1*, RAID0,
+ * RAID10); RAID5/6 refuse with -EOPNOTSUPP. */
+int ubt_volume_write(struct ubt_volume *vol, uint64_t logical, const void *buf, size_t len);
+
+#endif /* UBTRFS_TRANS_H */

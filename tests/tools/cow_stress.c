@@ -1,0 +1,336 @@
+/*
+ * cow_stress: drive the copy-on-write engine against a model.
+ *
+ *   cow_stress IMAGE[,IMAGE...] OPS SEED COMMIT_EVERY MODEL_OUT
+ *
+ * Opens the filesystem on the IMAGEs for writing and applies OPS random
+ * operations to the top-level subvolume's root directory (inode 256): set
+ * an xattr "user.kN" to a random value (insert, or replace: delete +
+ * insert), or remove one.  Values run from empty to ~3/4 of a leaf, so
+ * leaves split, merge and empty, and the tree grows and shrinks in height.
+ * Every COMMIT_EVERY operations it commits, then checks every xattr against
+ * the model through the read side; every tenth commit it also closes and
+ * reopens the image, so the check reads what is on disk.  At the end it
+ * removes about half of the keys (the tree shrinks), commits, verifies
+ * again, and writes the model to MODEL_OUT as `getfattr -d -e hex` prints
+ * it, for the kernel comparison in t-cow-stress.sh.
+ *
+ * xattrs "user.kN" already there (from an earlier run, possibly changed by
+ * the kernel since) are read into the model first.
+ *
+ * Exit: 0 ok, 1 mismatch or engine error (with the reason).
+ */
+#include "base/base.h"
+#include "fs/fs.h"
+#include "trans/trans.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MAX_KEYS 4096
+#define ROOT_DIR 256ULL
+
+struct model_ent {
+	bool present;
+	uint32_t len;
+	uint8_t *val;
+};
+
+static struct model_ent model[MAX_KEYS];
+static uint64_t rng_state;
+
+static uint64_t rnd(void)
+{
+	/* xorshift64* */
+	rng_state ^= rng_state >> 12;
+	rng_state ^= rng_state << 25;
+	rng_state ^= rng_state >> 27;
+	return rng_state * 0x2545F4914F6CDD1DULL;
+}
+
+static void key_name(unsigned k, char *buf, size_t n)
+{
+	snprintf(buf, n, "user.k%u", k);
+}
+
+static int fail(const char *what, int err)
+{
+	fprintf(stderr, "cow_stress: %s: %s\n", what, ubt_strerror(err));
+	return 1;
+}
+
+static int open_fs(const char *images, struct ubt_fs **fs)
+{
+	struct ubt_fs_opts o = { 0 };
+	const char *paths[16];
+	size_t n = 0;
+	static char buf[4096];
+	int ret;
+
+	snprintf(buf, sizeof(buf), "%s", images);
+	for (char *p = strtok(buf, ","); p && n < 16; p = strtok(NULL, ","))
+		paths[n++] = p;
+	o.vol.writable = true;
+	o.cache_bytes = 8ull << 20;	/* small: blocks get evicted and re-read */
+	ret = ubt_fs_open(paths, n, &o, fs);
+	if (ret)
+		return ret;
+	ret = ubt_wfs_init(*fs);
+	if (ret) {
+		ubt_fs_close(*fs);
+		*fs = NULL;
+	}
+	return ret;
+}
+
+static void close_fs(struct ubt_fs *fs)
+{
+	ubt_wfs_destroy(fs);
+	ubt_fs_close(fs);
+}
+
+/* Delete the XATTR_ITEM of name k (its hash must be unique in the model). */
+static int del_xattr(struct ubt_trans *t, struct ubt_wroot *root, unsigned k)
+{
+	char name[32];
+	key_name(k, name, sizeof(name));
+	struct btrfs_key key = { ROOT_DIR, BTRFS_XATTR_ITEM_KEY, ubt_name_hash(name, strlen(name)) };
+	return ubt_delete_key(t, root, &key);
+}
+
+static int set_xattr(struct ubt_trans *t, struct ubt_wroot *root, unsigned k, const uint8_t *val,
+		     uint32_t len)
+{
+	char name[32];
+	key_name(k, name, sizeof(name));
+	size_t nl = strlen(name);
+	struct btrfs_key key = { ROOT_DIR, BTRFS_XATTR_ITEM_KEY, ubt_name_hash(name, nl) };
+	uint8_t *p;
+	int ret = ubt_insert_item(t, root, &key, (uint32_t)(sizeof(struct btrfs_dir_item) + nl + len),
+				  &p);
+	if (ret)
+		return ret;
+	struct btrfs_dir_item *di = (void *)p;
+	btrfs_set_dir_transid(di, t->transid);
+	btrfs_set_dir_data_len(di, (uint16_t)len);
+	btrfs_set_dir_name_len(di, (uint16_t)nl);
+	btrfs_set_dir_type(di, BTRFS_FT_XATTR);
+	memcpy(p + sizeof(*di), name, nl);
+	memcpy(p + sizeof(*di) + nl, val, len);
+	return 0;
+}
+
+static int verify(struct ubt_fs *fs, unsigned nkeys, const char *when)
+{
+	const struct ubt_subvol *sv;
+	int ret = ubt_fs_subvol(fs, BTRFS_FS_TREE_OBJECTID, &sv);
+	static uint8_t buf[70000];
+	int bad = 0;
+
+	if (ret)
+		return fail("subvolume 5", ret);
+	for (unsigned k = 0; k < nkeys; k++) {
+		char name[32];
+		key_name(k, name, sizeof(name));
+		ssize_t n = ubt_xattr_get(fs, sv, ROOT_DIR, name, buf, sizeof(buf));
+		if (!model[k].present) {
+			if (n != -ENODATA) {
+				fprintf(stderr, "%s: %s should be absent, got %zd\n", when, name, n);
+				bad++;
+			}
+			continue;
+		}
+		if (n < 0 || (uint32_t)n != model[k].len ||
+		    memcmp(buf, model[k].val, model[k].len)) {
+			fprintf(stderr, "%s: %s: got %zd bytes, want %u\n", when, name, n,
+				model[k].len);
+			bad++;
+		}
+	}
+	/* And nothing else: the listing has exactly the model's names. */
+	static char names[MAX_KEYS * 16];
+	ssize_t ln = ubt_xattr_list(fs, sv, ROOT_DIR, names, sizeof(names));
+	unsigned listed = 0, want = 0;
+	for (ssize_t i = 0; ln > 0 && i < ln; i += (ssize_t)strlen(names + i) + 1)
+		if (!strncmp(names + i, "user.k", 6))
+			listed++;
+	for (unsigned k = 0; k < nkeys; k++)
+		want += model[k].present;
+	if (ln < 0 || listed != want) {
+		fprintf(stderr, "%s: listxattr gives %u names (%zd), want %u\n", when, listed, ln,
+			want);
+		bad++;
+	}
+	return bad ? 1 : 0;
+}
+
+static int write_model(const char *path, unsigned nkeys)
+{
+	FILE *f = fopen(path, "w");
+	if (!f)
+		return fail(path, -errno);
+	/* getfattr -d -m 'user\.k' -e hex sorts by name. */
+	char (*names)[32] = calloc(nkeys, 32);
+	unsigned n = 0;
+	for (unsigned k = 0; k < nkeys; k++)
+		if (model[k].present)
+			key_name(k, names[n++], 32);
+	qsort(names, n, 32, (int (*)(const void *, const void *))strcmp);
+	for (unsigned i = 0; i < n; i++) {
+		unsigned k = (unsigned)strtoul(names[i] + 6, NULL, 10);
+		fprintf(f, "%s=", names[i]);
+		if (model[k].len == 0) {
+			fputs("0x\n", f);	/* getfattr -e hex prints an empty value as 0x */
+			continue;
+		}
+		fputs("0x", f);
+		for (uint32_t b = 0; b < model[k].len; b++)
+			fprintf(f, "%02x", model[k].val[b]);
+		fputs("\n", f);
+	}
+	free(names);
+	return fclose(f) ? fail(path, -errno) : 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc != 6) {
+		fprintf(stderr, "usage: cow_stress IMAGE OPS SEED COMMIT_EVERY MODEL_OUT\n");
+		return 2;
+	}
+	const char *image = argv[1];
+	unsigned long ops = strtoul(argv[2], NULL, 0);
+	rng_state = strtoull(argv[3], NULL, 0) * 2654435761u + 1;
+	unsigned long every = strtoul(argv[4], NULL, 0);
+	struct ubt_fs *fs;
+	struct ubt_trans *t = NULL;
+	struct ubt_wroot *root;
+	int ret;
+
+	ret = open_fs(image, &fs);
+	if (ret)
+		return fail("open for writing", ret);
+	uint32_t leaf = btrfs_leaf_data_size(fs->nodesize);
+	uint32_t maxval = leaf * 3 / 4 - 64;
+	if (maxval > 16000)
+		maxval = 16000;	/* the kernel's xattr size limit is about a leaf */
+	/* The same key space in every run, so a later run sees all names. */
+	unsigned nkeys = MAX_KEYS;
+
+	/* Names whose hashes collide with a lower one are never used. */
+	static bool usable[MAX_KEYS];
+	static uint64_t hashes[MAX_KEYS];
+	for (unsigned k = 0; k < nkeys; k++) {
+		char a[32];
+		key_name(k, a, sizeof(a));
+		hashes[k] = ubt_name_hash(a, strlen(a));
+		usable[k] = true;
+		for (unsigned j = 0; j < k && usable[k]; j++)
+			if (hashes[j] == hashes[k])
+				usable[k] = false;
+	}
+
+	/* What an earlier run (or the kernel) left. */
+	const struct ubt_subvol *sv0;
+	ret = ubt_fs_subvol(fs, BTRFS_FS_TREE_OBJECTID, &sv0);
+	if (ret)
+		return fail("subvolume 5", ret);
+	static uint8_t vbuf[70000];
+	unsigned preexisting = 0;
+	for (unsigned k = 0; k < nkeys; k++) {
+		char name[32];
+		key_name(k, name, sizeof(name));
+		ssize_t n = ubt_xattr_get(fs, sv0, ROOT_DIR, name, vbuf, sizeof(vbuf));
+		if (n == -ENODATA)
+			continue;
+		if (n < 0)
+			return fail(name, (int)n);
+		model[k].present = true;
+		model[k].len = (uint32_t)n;
+		model[k].val = malloc((size_t)n + 1);
+		memcpy(model[k].val, vbuf, (size_t)n);
+		preexisting++;
+	}
+	if (preexisting)
+		fprintf(stderr, "cow_stress: %u xattrs already there\n", preexisting);
+
+	unsigned long commits = 0;
+	uint8_t *val = malloc(maxval + 1);
+	for (unsigned long i = 0; i <= ops; i++) {
+		bool final = i == ops;
+		if (!t) {
+			ret = ubt_trans_start(fs, &t);
+			if (!ret)
+				ret = ubt_wroot_get(t, BTRFS_FS_TREE_OBJECTID, &root);
+			if (ret)
+				return fail("start transaction", ret);
+		}
+		if (final) {
+			/* Shrink: drop about half of what is left. */
+			for (unsigned k = 0; k < nkeys; k++) {
+				if (model[k].present && (rnd() & 1)) {
+					ret = del_xattr(t, root, k);
+					if (ret)
+						return fail("final delete", ret);
+					model[k].present = false;
+				}
+			}
+		} else {
+			unsigned k = (unsigned)(rnd() % nkeys);
+			if (!usable[k])
+				continue;
+			bool del = model[k].present && rnd() % 3 == 0;
+			if (model[k].present) {
+				ret = del_xattr(t, root, k);
+				if (ret)
+					return fail("delete", ret);
+				model[k].present = false;
+			}
+			if (!del) {
+				/* Mostly small values, some large. */
+				uint32_t len = (uint32_t)(rnd() % 8 ? rnd() % 200 : rnd() % maxval);
+				for (uint32_t b = 0; b < len; b++)
+					val[b] = (uint8_t)rnd();
+				ret = set_xattr(t, root, k, val, len);
+				if (ret)
+					return fail("insert", ret);
+				free(model[k].val);
+				model[k].val = malloc(len + 1);
+				memcpy(model[k].val, val, len);
+				model[k].len = len;
+				model[k].present = true;
+			}
+		}
+		if (final || (i + 1) % every == 0) {
+			ret = ubt_trans_commit(t);
+			t = NULL;
+			if (ret)
+				return fail("commit", ret);
+			commits++;
+			char when[64];
+			snprintf(when, sizeof(when), "after commit %lu (op %lu)", commits, i + 1);
+			if (commits % 10 == 0 || final) {
+				close_fs(fs);
+				ret = open_fs(image, &fs);
+				if (ret)
+					return fail("reopen", ret);
+			}
+			if (verify(fs, nkeys, when))
+				return 1;
+		}
+	}
+	free(val);
+	const struct ubt_subvol *sv;
+	ubt_fs_subvol(fs, BTRFS_FS_TREE_OBJECTID, &sv);
+	fprintf(stderr, "cow_stress: %lu ops, %lu commits, generation %" PRIu64
+		", fs tree level %u\n", ops, commits, btrfs_super_generation(&fs->vol->super),
+		sv ? sv->root.level : 0);
+	close_fs(fs);
+	ret = write_model(argv[5], nkeys);
+	for (unsigned k = 0; k < nkeys; k++)
+		free(model[k].val);
+	return ret;
+}
