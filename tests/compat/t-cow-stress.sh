@@ -15,6 +15,8 @@
 #     file) and unmounts; check is clean; cow_stress runs again on the
 #     kernel's filesystem (its free-space tree, its new blocks) with a new
 #     seed; check and the kernel comparison once more.
+# Then a million operations in five rounds on 4 KiB nodes, btrfs check clean
+# after every round (`rounds`).
 # Cells cover node sizes 4k (deep trees: many splits and merges), 16k, 64k;
 # skinny and non-skinny extent items; the free-space tree and the v1 space
 # cache; block-group-tree; DUP, RAID1 and RAID10 metadata on 1-4 devices;
@@ -133,6 +135,28 @@ cell() {
 	run_cell "$@" || FAILS=$((FAILS + 1))
 }
 
+# rounds NAME MKFS-OPTS ROUNDS OPS: the long run - ROUNDS runs of cow_stress
+# (each a fresh process: reopen from disk) on one filesystem, btrfs check
+# clean after every round, the kernel compared with the model at the end.
+rounds() {
+	local name=$1 opts=$2 nrounds=$3 ops=$4 r img
+	img=$(oracle_image "$name/d0.img" 512M)
+	# shellcheck disable=SC2086
+	"$UBTRFS" mkfs -q -f $opts "$img" >/dev/null 2>&1 || {
+		oracle_log "$name: mkfs failed"
+		return 1
+	}
+	for ((r = 1; r <= nrounds; r++)); do
+		if ! "$COW" "$img" "$ops" "$((100 + r))" 250 "$T/$name/model"; then
+			oracle_log "$name: round $r failed"
+			return 1
+		fi
+		check_clean "$name (round $r)" "$img" || return 1
+	done
+	kernel_compare "$name (after $nrounds rounds)" "$T/$name/model" "$img" || return 1
+	oracle_log "$name: $nrounds x $ops operations: ok"
+}
+
 #    name             maker   mkfs options                                   devs ops   commit
 cell ubt-4k           ubtrfs  "-n 4096"                                        1 40000 100
 cell ubt-16k-xxhash   ubtrfs  "--csum xxhash"                                  1 20000 200
@@ -142,6 +166,9 @@ cell progs-noskinny   progs   "-n 4096 -O ^skinny-metadata"                    1
 cell progs-v1cache    progs   "-n 4096 -R ^free-space-tree"                    1 20000 100
 cell progs-64k-sha    progs   "-n 65536 --csum sha256"                         1 10000 200
 cell progs-raid10     progs   "-n 4096 -m raid10 -d raid10"                    4 20000 100
+
+# A million operations on 4 KiB nodes (deepest trees), five rounds.
+rounds million-4k "-n 4096" 5 200000 || FAILS=$((FAILS + 1))
 
 if ((FAILS)); then
 	oracle_fail "$FAILS cell(s) failed"

@@ -6,7 +6,8 @@
  * Opens the filesystem on the IMAGEs for writing and applies OPS random
  * operations to the top-level subvolume's root directory (inode 256): set
  * an xattr "user.kN" to a random value (insert, or replace: delete +
- * insert), or remove one.  Values run from empty to ~3/4 of a leaf, so
+ * insert), grow or shrink a value in place (extend / truncate the item), or
+ * remove one.  Values run from empty to ~3/4 of a leaf, so
  * leaves split, merge and empty, and the tree grows and shrinks in height.
  * Every COMMIT_EVERY operations it commits, then checks every xattr against
  * the model through the read side; every tenth commit it also closes and
@@ -41,6 +42,7 @@ struct model_ent {
 
 static struct model_ent model[MAX_KEYS];
 static uint64_t rng_state;
+static unsigned long stats_resize;
 
 static uint64_t rnd(void)
 {
@@ -121,6 +123,43 @@ static int set_xattr(struct ubt_trans *t, struct ubt_wroot *root, unsigned k, co
 	memcpy(p + sizeof(*di), name, nl);
 	memcpy(p + sizeof(*di) + nl, val, len);
 	return 0;
+}
+
+/* Resize the value of xattr k in place to new_len (item extend/truncate);
+ * new bytes come from val. */
+static int resize_xattr(struct ubt_trans *t, struct ubt_wroot *root, unsigned k,
+			uint32_t new_len, const uint8_t *val)
+{
+	char name[32];
+	key_name(k, name, sizeof(name));
+	size_t nl = strlen(name);
+	struct btrfs_key key = { ROOT_DIR, BTRFS_XATTR_ITEM_KEY, ubt_name_hash(name, nl) };
+	struct ubt_path path;
+	uint32_t old_len = model[k].len;
+	int ret;
+
+	ubt_path_init(&path);
+	if (new_len > old_len)
+		ret = ubt_search_slot_grow(t, root, &key, &path, new_len - old_len);
+	else
+		ret = ubt_search_slot_w(t, root, &key, &path, 0);
+	if (ret == 1)
+		ret = -ENOENT;
+	if (!ret) {
+		uint32_t item = (uint32_t)(sizeof(struct btrfs_dir_item) + nl);
+		if (new_len > old_len)
+			ret = ubt_extend_item(t, &path, new_len - old_len);
+		else
+			ret = ubt_truncate_item(t, &path, item + new_len, false);
+		if (!ret) {
+			uint8_t *p = ubt_eb_witem_data(path.nodes[0], path.slots[0]);
+			btrfs_set_dir_data_len((struct btrfs_dir_item *)p, (uint16_t)new_len);
+			if (new_len > old_len)
+				memcpy(p + item + old_len, val + old_len, new_len - old_len);
+		}
+	}
+	ubt_path_release(&t->w->fs->tree, &path);
+	return ret;
 }
 
 static int verify(struct ubt_fs *fs, unsigned nkeys, const char *when)
@@ -283,6 +322,31 @@ int main(int argc, char **argv)
 			if (!usable[k])
 				continue;
 			bool del = model[k].present && rnd() % 3 == 0;
+			unsigned r = (unsigned)(rnd() % 6);
+			if (model[k].present && !del && r < 2) {
+				/* In place: grow (r 0) or shrink (r 1). */
+				uint32_t len = model[k].len, nlen;
+				if (r == 0)
+					nlen = len + (uint32_t)(rnd() % (rnd() % 8 ? 100 : 4000)) + 1;
+				else
+					nlen = len ? (uint32_t)(rnd() % len) : 0;
+				if (nlen > maxval)
+					nlen = maxval;
+				uint8_t *nv = malloc(nlen + 1);
+				memcpy(nv, model[k].val, len < nlen ? len : nlen);
+				for (uint32_t b = len; b < nlen; b++)
+					nv[b] = (uint8_t)rnd();
+				if (nlen != len) {
+					ret = resize_xattr(t, root, k, nlen, nv);
+					if (ret)
+						return fail(nlen > len ? "extend" : "truncate", ret);
+				}
+				free(model[k].val);
+				model[k].val = nv;
+				model[k].len = nlen;
+				stats_resize++;
+				goto after_op;
+			}
 			if (model[k].present) {
 				ret = del_xattr(t, root, k);
 				if (ret)
@@ -304,6 +368,7 @@ int main(int argc, char **argv)
 				model[k].present = true;
 			}
 		}
+after_op:
 		if (final || (i + 1) % every == 0) {
 			ret = ubt_trans_commit(t);
 			t = NULL;
@@ -325,9 +390,9 @@ int main(int argc, char **argv)
 	free(val);
 	const struct ubt_subvol *sv;
 	ubt_fs_subvol(fs, BTRFS_FS_TREE_OBJECTID, &sv);
-	fprintf(stderr, "cow_stress: %lu ops, %lu commits, generation %" PRIu64
-		", fs tree level %u\n", ops, commits, btrfs_super_generation(&fs->vol->super),
-		sv ? sv->root.level : 0);
+	fprintf(stderr, "cow_stress: %lu ops (%lu in-place resizes), %lu commits, generation %" PRIu64
+		", fs tree level %u\n", ops, stats_resize, commits,
+		btrfs_super_generation(&fs->vol->super), sv ? sv->root.level : 0);
 	close_fs(fs);
 	ret = write_model(argv[5], nkeys);
 	for (unsigned k = 0; k < nkeys; k++)
