@@ -19,6 +19,14 @@
  * xattrs "user.kN" already there (from an earlier run, possibly changed by
  * the kernel since) are read into the model first.
  *
+ * Crash points: with UBTRFS_CRASH_AFTER=N in the environment every device
+ * write after the Nth is dropped (io layer).  The run stops after the
+ * commit during which that happened, without verifying (the disk no longer
+ * matches memory), and writes two models: MODEL_OUT.G for the last commit
+ * all of whose writes landed (generation G) and MODEL_OUT.G+1 for the one
+ * in flight; the image on disk must be one of the two.  With
+ * UBTRFS_COUNT_WRITES set, the number of writes is printed at the end.
+ *
  * Exit: 0 ok, 1 mismatch or engine error (with the reason).
  */
 #include "base/base.h"
@@ -296,6 +304,22 @@ int main(int argc, char **argv)
 	if (preexisting)
 		fprintf(stderr, "cow_stress: %u xattrs already there\n", preexisting);
 
+	const char *crash = getenv("UBTRFS_CRASH_AFTER");
+	if (crash)
+		ubt_bdev_crash_after(strtoll(crash, NULL, 0));
+	/* The model as of the last commit that fully landed (crash mode). */
+	static struct model_ent landed[MAX_KEYS];
+	uint64_t landed_gen = btrfs_super_generation(&fs->vol->super);
+	if (crash) {
+		for (unsigned k = 0; k < nkeys; k++) {
+			landed[k] = model[k];
+			if (model[k].present) {
+				landed[k].val = malloc(model[k].len + 1);
+				memcpy(landed[k].val, model[k].val, model[k].len);
+			}
+		}
+	}
+
 	unsigned long commits = 0;
 	uint8_t *val = malloc(maxval + 1);
 	for (unsigned long i = 0; i <= ops; i++) {
@@ -375,6 +399,35 @@ after_op:
 			if (ret)
 				return fail("commit", ret);
 			commits++;
+			if (crash && ubt_bdev_crashed()) {
+				char path[4096];
+				uint64_t g = btrfs_super_generation(&fs->vol->super);
+				fprintf(stderr, "cow_stress: crashed during commit %" PRIu64
+					" (after %s writes); last landed generation %" PRIu64 "\n",
+					g, crash, landed_gen);
+				snprintf(path, sizeof(path), "%s.%" PRIu64, argv[5], g);
+				ret = write_model(path, nkeys);
+				for (unsigned k = 0; k < nkeys; k++) {
+					free(model[k].val);
+					model[k] = landed[k];
+				}
+				snprintf(path, sizeof(path), "%s.%" PRIu64, argv[5], landed_gen);
+				if (!ret)
+					ret = write_model(path, nkeys);
+				return ret;
+			}
+			if (crash) {
+				landed_gen = btrfs_super_generation(&fs->vol->super);
+				for (unsigned k = 0; k < nkeys; k++) {
+					free(landed[k].val);
+					landed[k] = model[k];
+					landed[k].val = NULL;
+					if (model[k].present) {
+						landed[k].val = malloc(model[k].len + 1);
+						memcpy(landed[k].val, model[k].val, model[k].len);
+					}
+				}
+			}
 			char when[64];
 			snprintf(when, sizeof(when), "after commit %lu (op %lu)", commits, i + 1);
 			if (commits % 10 == 0 || final) {
@@ -388,6 +441,8 @@ after_op:
 		}
 	}
 	free(val);
+	if (getenv("UBTRFS_COUNT_WRITES"))
+		printf("%" PRIu64 "\n", ubt_bdev_write_count());
 	const struct ubt_subvol *sv;
 	ubt_fs_subvol(fs, BTRFS_FS_TREE_OBJECTID, &sv);
 	fprintf(stderr, "cow_stress: %lu ops (%lu in-place resizes), %lu commits, generation %" PRIu64

@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -28,12 +29,35 @@ int ubt_bdev_read(struct ubt_bdev *bd, void *buf, size_t len, uint64_t off)
 	return bd->ops->read(bd, buf, len, off);
 }
 
+static _Atomic int64_t crash_budget = -1;
+static _Atomic uint64_t write_count;
+
+void ubt_bdev_crash_after(int64_t n)
+{
+	atomic_store(&crash_budget, n);
+}
+
+bool ubt_bdev_crashed(void)
+{
+	int64_t b = atomic_load(&crash_budget);
+	return b >= 0 && atomic_load(&write_count) > (uint64_t)b;
+}
+
+uint64_t ubt_bdev_write_count(void)
+{
+	return atomic_load(&write_count);
+}
+
 int ubt_bdev_write(struct ubt_bdev *bd, const void *buf, size_t len, uint64_t off)
 {
 	if (bd->readonly)
 		return -EROFS;
 	if (!range_ok(bd, len, off))
 		return -EIO;
+	uint64_t nr = atomic_fetch_add(&write_count, 1) + 1;
+	int64_t budget = atomic_load(&crash_budget);
+	if (budget >= 0 && nr > (uint64_t)budget)
+		return 0;	/* the simulated crash: this write never lands */
 	return bd->ops->write(bd, buf, len, off);
 }
 

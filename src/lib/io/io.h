@@ -62,6 +62,17 @@ int ubt_bdev_open_memory(uint64_t size, const void *init, size_t init_len, unsig
 /* Direct access to a memory device's bytes (NULL for other kinds). */
 uint8_t *ubt_bdev_memory_data(struct ubt_bdev *bd);
 
+/*
+ * Crash simulation, for tests: after ubt_bdev_crash_after(n), the first n
+ * writes (over all devices of the process) reach their device and every
+ * later one is silently dropped, as if the power failed after write n
+ * (flushes still succeed).  n < 0 turns it off.  ubt_bdev_write_count()
+ * counts every write since the process started.
+ */
+void ubt_bdev_crash_after(int64_t n);
+bool ubt_bdev_crashed(void);
+uint64_t ubt_bdev_write_count(void);
+
 int ubt_bdev_read(struct ubt_bdev *bd, void *buf, size_t len, uint64_t off);
 int ubt_bdev_write(struct ubt_bdev *bd, const void *buf, size_t len, uint64_t off);
 int ubt_bdev_flush(struct ubt_bdev *bd);
