@@ -3,10 +3,11 @@
 #
 # State (globals set by bench/run): T (private temp dir), PIN (taskset prefix
 # array, empty when unpinned), PIN_CPU, PERF_CPU, PINNED, RAW, META, LOG, NFILES,
-# RAND_RUNTIME, TARGETS, PROFILE, PROFILE_DIR, UBTRFS.
+# RAND_RUNTIME, TARGETS, WORKLOADS, IMAGELESS_WORKLOADS, PROFILE, PROFILE_DIR,
+# UBTRFS.
 # Set here: UB (private copy of the ubtrfs binary), IMG_BTRFS, IMG_EXT4,
 # LOOP_BTRFS, LOOP_EXT4, MNT[target], IMG[target], DPID[target], ENTRIES,
-# TREE_BYTES, ELAPSED.
+# TREE_BYTES, TREE_FILE_BYTES, ROOTDIR, ELAPSED.
 #
 # Every figure is recorded as one line of $RAW:
 #   workload  target  repetition  value  unit  cpu_seconds  peak_rss_kib
@@ -117,27 +118,78 @@ bench_ubtrfs_mkfs_image() {
 	IMG[ubtrfs]=$img
 }
 
+# bench_wants WL: is workload WL selected?
+bench_wants() {
+	[[ " ${WORKLOADS[*]} " == *" $1 "* ]]
+}
+
+# Do the selected workloads need the populated images (every workload but
+# the mkfs ones)?
+bench_wants_images() {
+	local w
+	for w in "${WORKLOADS[@]}"; do
+		[[ " ${IMAGELESS_WORKLOADS[*]} " == *" $w "* ]] || return 0
+	done
+	return 1
+}
+
+# Sum of the regular files' sizes under DIR (comparable across filesystems,
+# unlike du, which counts directory sizes).
+bench_file_bytes() {
+	find "$1" -type f -printf '%s\n' | awk '{ s += $1 } END { printf "%.0f\n", s }'
+}
+
+# Entry counts and sizes of the tree at DIR/tree into $META; sets ENTRIES,
+# TREE_BYTES and TREE_FILE_BYTES.
+bench_tree_meta() {
+	local dir=$1/tree
+	ENTRIES=$(find "$dir" | wc -l)
+	TREE_BYTES=$(du -s --apparent-size -B1 "$dir" | cut -f1)
+	TREE_FILE_BYTES=$(bench_file_bytes "$dir")
+	{
+		printf 'tree_files=%s\n' "$(find "$dir" -type f | wc -l)"
+		printf 'tree_dirs=%s\n' "$(find "$dir" -type d | wc -l)"
+		printf 'tree_symlinks=%s\n' "$(find "$dir" -type l | wc -l)"
+		printf 'tree_entries=%s\n' "$ENTRIES"
+		printf 'tree_bytes=%s\n' "$TREE_BYTES"
+	} >>"$META"
+}
+
 bench_setup_data() {
 	local tarball=$T/tree.tar dev
+	if ! bench_wants_images && ! bench_wants mkfs-rootdir; then
+		bench_log "no data needed (only mkfs selected)"
+		return 0
+	fi
 	bench_log "generating the tree: $NFILES files (bench/lib/mktree.py)"
 	python3 "$BENCH_DIR/lib/mktree.py" "$NFILES" 1 >"$tarball"
+
+	# mkfs-rootdir's source: the same tree, extracted into a directory on the
+	# disk that holds the images.
+	ROOTDIR=
+	if bench_wants mkfs-rootdir; then
+		ROOTDIR=$T/rootdir
+		bench_log "mkfs --rootdir source: the tree extracted into $ROOTDIR"
+		mkdir -p -- "$ROOTDIR"
+		tar -C "$ROOTDIR" -xf "$tarball" || bench_fail "tar -x into $ROOTDIR"
+		sync
+	fi
+	if ! bench_wants_images; then
+		bench_tree_meta "$ROOTDIR"
+		printf 'images=no images were built (only mkfs workloads selected)\n' >>"$META"
+		rm -f -- "$tarball"
+		return 0
+	fi
 
 	bench_log "btrfs image: mkfs.btrfs defaults, populated by the kernel"
 	IMG_BTRFS=$(oracle_image btrfs.img 4G)
 	oracle_mkfs -- "$IMG_BTRFS"
 	oracle_kmount "$T/pop" "$IMG_BTRFS" || bench_fail "kernel mount of the new btrfs image"
 	bench_populate "$T/pop" "$tarball"
-	ENTRIES=$(find "$T/pop/tree" | wc -l)
-	TREE_BYTES=$(du -s --apparent-size -B1 "$T/pop/tree" | cut -f1)
-	{
-		printf 'tree_files=%s\n' "$(find "$T/pop/tree" -type f | wc -l)"
-		printf 'tree_dirs=%s\n' "$(find "$T/pop/tree" -type d | wc -l)"
-		printf 'tree_symlinks=%s\n' "$(find "$T/pop/tree" -type l | wc -l)"
-		printf 'tree_entries=%s\n' "$ENTRIES"
-		printf 'tree_bytes=%s\n' "$TREE_BYTES"
-		printf 'btrfs_metadata=%s\n' "$(btrfs filesystem df -b "$T/pop" |
-			awk -F'[=, ]+' '/^Metadata/ { for (i = 1; i < NF; i++) if ($i == "used") print $(i + 1) }')"
-	} >>"$META"
+	bench_tree_meta "$T/pop"
+	printf 'btrfs_metadata=%s\n' "$(btrfs filesystem df -b "$T/pop" |
+		awk -F'[=, ]+' '/^Metadata/ { for (i = 1; i < NF; i++) if ($i == "used") print $(i + 1) }')" \
+		>>"$META"
 	oracle_kumount "$T/pop"
 
 	# The `ubtrfs` target's image: made by `ubtrfs mkfs` when the binary has
@@ -494,6 +546,7 @@ bench_targets_for() {
 		case $wl in
 		memory) [[ $t == ubtrfs ]] || continue ;;
 		get-cold) bench_is_ubtrfs "$t" || [[ $t == kernel-btrfs ]] || continue ;;
+		mkfs | mkfs-rootdir) [[ $t == ubtrfs || $t == kernel-btrfs ]] || continue ;;
 		esac
 		printf '%s\n' "$t"
 	done
@@ -501,11 +554,12 @@ bench_targets_for() {
 
 # One run of one workload on one target.
 bench_run_one() {
-	local wl=$1 t=$2 rep=$3 root=${MNT[$2]} fn value unit
+	local wl=$1 t=$2 rep=$3 root=${MNT[$2]:-} fn value unit
 	case $wl in
 	get-cold) bench_run_get "$t" "$rep"; return ;;
 	mount) bench_run_mount "$t" "$rep"; return ;;
 	memory) bench_run_memory "$t" "$rep"; return ;;
+	mkfs | mkfs-rootdir) bench_run_mkfs "$wl" "$t" "$rep"; return ;;
 	esac
 	# get-cold and mount may have left kernel-btrfs down.
 	[[ $t == kernel-btrfs ]] && bench_kernel_btrfs_up
@@ -619,4 +673,72 @@ bench_run_memory() {
 			"$(awk -v k="$RSS_KIB" 'BEGIN { printf "%.1f", k / 1024 }')" MiB "$CPU_S" "$RSS_KIB"
 		bench_fuse_down "$t"
 	done
+}
+
+# mkfs and mkfs-rootdir: `ubtrfs mkfs` (target ubtrfs) against btrfs-progs'
+# mkfs.btrfs (recorded as kernel-btrfs: the btrfs reference, as for get-cold),
+# both `-f -q`, both writing a fresh 4 GiB sparse image file on the disk that
+# holds the other images.  The measured time runs from the tool's start until
+# it has exited and `sync IMG` (fsync of the image) has returned, so data
+# still in the page cache counts for both.  mkfs-rootdir drops the caches
+# first, so the source tree (and the tool's binary) is read cold; mkfs leaves
+# them warm (it reads nothing but its binary, loaded by an unmeasured run at
+# the first repetition).  CPU and peak RSS are the tool's (/usr/bin/time).
+bench_mkfs_synced() {
+	local img=$1
+	shift
+	/usr/bin/time -f '%U %S %M' -o "$T/time" "$@" || return
+	sync -- "$img"
+}
+
+bench_run_mkfs() {
+	local wl=$1 t=$2 rep=$3 img=$T/mkfs.img value unit n bytes u s m
+	local -a cmd opts=(-f -q)
+	[[ $wl == mkfs-rootdir ]] && opts+=(--rootdir "$ROOTDIR")
+	if [[ $t == ubtrfs ]]; then
+		cmd=("$UB" mkfs "${opts[@]}" "$img")
+	else
+		cmd=(mkfs.btrfs "${opts[@]}" "$img")
+	fi
+	if [[ $wl == mkfs ]] && ((rep == 1)); then
+		rm -f -- "$img"
+		truncate -s 4G -- "$img"
+		"${cmd[@]}" >/dev/null 2>&1 || bench_fail "unmeasured warm-up: ${cmd[*]}"
+	fi
+	rm -f -- "$img"
+	truncate -s 4G -- "$img"
+	if [[ $wl == mkfs-rootdir ]]; then
+		bench_drop_caches
+	else
+		sync
+	fi
+	bench_perf_start "$wl" "$t" "$rep"
+	bench_time bench_mkfs_synced "$img" "${cmd[@]}"
+	bench_perf_stop "$wl" "$t"
+	if ((rep == 1)); then
+		# Outside the measurement: the kernel mounts what was made, and for
+		# --rootdir it holds the whole tree.
+		oracle_kmount -o ro "$T/mkfs-check" "$img" 2>>"$LOG" ||
+			bench_fail "$wl on $t: the kernel does not mount the image"
+		if [[ $wl == mkfs-rootdir ]]; then
+			n=$(find "$T/mkfs-check/tree" | wc -l)
+			bytes=$(bench_file_bytes "$T/mkfs-check/tree")
+			oracle_kumount "$T/mkfs-check"
+			[[ $n == "$ENTRIES" && $bytes == "$TREE_FILE_BYTES" ]] ||
+				bench_fail "$wl on $t: $n entries, $bytes file bytes; expected $ENTRIES, $TREE_FILE_BYTES"
+		else
+			oracle_kumount "$T/mkfs-check"
+		fi
+	fi
+	if [[ $wl == mkfs ]]; then
+		value=$(awk -v s="$ELAPSED" 'BEGIN { printf "%.1f", s * 1000 }')
+		unit=ms
+	else
+		value=$ELAPSED
+		unit=s
+	fi
+	read -r u s m <"$T/time"
+	bench_record "$wl" "$t" "$rep" "$value" "$unit" \
+		"$(awk -v u="$u" -v s="$s" 'BEGIN { printf "%.2f", u + s }')" "$m"
+	rm -f -- "$img"
 }

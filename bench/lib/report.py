@@ -4,7 +4,8 @@
 raw TSV, one line per run:
   workload target rep value unit cpu_seconds peak_rss_kib   ("-" = none)
 meta: key=value lines (machine, software, tree, run settings).
-writes: name<TAB>unit<TAB>description of the write workloads (not run yet).
+writes: name<TAB>unit<TAB>description of the write workloads through the mount
+  (not run yet).
 """
 import argparse
 import csv
@@ -41,6 +42,24 @@ WORKLOADS = {
                  "page cache dropped first; CPU and RSS are the tool's own", False),
     "mount": ("Mount time, cold", "from the mount command's start until it returns with "
               "the mount ready; page cache dropped first", False),
+    "mkfs": ("mkfs of an empty filesystem",
+             "`ubtrfs mkfs -f -q IMG` against btrfs-progs `mkfs.btrfs -f -q IMG` (row "
+             "kernel-btrfs), IMG a fresh 4 GiB sparse file on the disk of the other images; "
+             "time until the tool has exited and `sync IMG` has returned; caches warm; "
+             "CPU and RSS are the tool's own", False),
+    "mkfs-rootdir": ("mkfs --rootdir of the tree",
+                     "`ubtrfs mkfs -f -q --rootdir DIR IMG` against btrfs-progs `mkfs.btrfs "
+                     "-f -q --rootdir DIR IMG` (row kernel-btrfs), DIR the tree extracted on "
+                     "the same disk, IMG a fresh 4 GiB sparse file; time until the tool has "
+                     "exited and `sync IMG` has returned; page cache dropped first, so the "
+                     "tree is read cold; CPU and RSS are the tool's own", False),
+}
+# Workloads whose rows are offline tools (CPU and RSS are the tool's own, the
+# kernel-btrfs row is btrfs-progs): workload -> (ubtrfs label, progs label).
+TOOL_WORKLOADS = {
+    "get-cold": ("ubtrfs get", "btrfs restore"),
+    "mkfs": ("ubtrfs mkfs", "mkfs.btrfs"),
+    "mkfs-rootdir": ("ubtrfs mkfs --rootdir", "mkfs.btrfs --rootdir"),
 }
 MEMORY_PREFIX = "memory-cache"
 
@@ -191,16 +210,24 @@ def main():
                        ("load_end", "load average at end")]:
         w(f"| {label} | {meta.get(key, '?')} |")
     w("")
-    tb = int(meta.get("tree_bytes", 0))
+    tb = int(meta.get("tree_bytes", 0) or 0)
     md = int(meta.get("btrfs_metadata", 0) or 0)
-    w("**Data** (the same on every target, written once through kernel mounts): "
-      "`data/seq-1g` (1 GiB), `data/rand-256m` (256 MiB), both pseudo-random; "
-      f"`tree/`: {meta.get('tree_files', '?')} files, {meta.get('tree_dirs', '?')} "
-      f"directories, {meta.get('tree_symlinks', '?')} symlinks, "
-      f"{tb / (1 << 20):.0f} MiB (bench/lib/mktree.py, deterministic). "
-      f"btrfs metadata in use: {md / (1 << 20):.1f} MiB.")
+    tree = (f"`tree/`: {meta.get('tree_files', '?')} files, {meta.get('tree_dirs', '?')} "
+            f"directories, {meta.get('tree_symlinks', '?')} symlinks, "
+            f"{tb / (1 << 20):.0f} MiB (bench/lib/mktree.py, deterministic)")
+    if "images" in meta:
+        if "tree_files" in meta:
+            w(f"**Data**: {meta['images']}; {tree}, extracted into "
+              "a directory on the images' disk as the --rootdir source.")
+        else:
+            w(f"**Data**: {meta['images']}; no tree either (mkfs of an empty image "
+              "needs none).")
+    else:
+        w("**Data** (the same on every target, written once through kernel mounts): "
+          "`data/seq-1g` (1 GiB), `data/rand-256m` (256 MiB), both pseudo-random; "
+          f"{tree}. btrfs metadata in use: {md / (1 << 20):.1f} MiB.")
     w("")
-    w("**Targets.** `ubtrfs`: the FUSE daemon (`ubtrfs mount -f -o ro`, default "
+    targets_md = ("**Targets.** `ubtrfs`: the FUSE daemon (`ubtrfs mount -f -o ro`, default "
       "cache_size 64M) on a btrfs image made by "
       f"{meta.get('ubtrfs_image', '?')}. `ubtrfs-kernelmkfs`: the same daemon on "
       "the image made by mkfs.btrfs (defaults) and populated by the kernel. "
@@ -212,7 +239,14 @@ def main():
       "mounted fresh for every run, so a cold run also has a cold daemon (ubtrfs's "
       "tree-block cache is not emptied by drop_caches). When pinned, the daemons "
       "and the workload share one CPU; kernel threads (loop, btrfs workers) are not "
-      "pinned.")
+      "pinned. The offline-tool workloads (`get-cold`, `mkfs`, `mkfs-rootdir`) compare "
+      "ubtrfs's tool with btrfs-progs' (`btrfs restore`, `mkfs.btrfs`), recorded in the "
+      "kernel-btrfs row as the btrfs reference; they run pinned like the rest.")
+    if "images" in meta:
+        targets_md = ("**Targets.** Only the mkfs workloads ran: `ubtrfs mkfs` (row ubtrfs) "
+                      "against btrfs-progs' `mkfs.btrfs` (row kernel-btrfs, the btrfs "
+                      "reference), both pinned like the read workloads.")
+    w(targets_md)
     w("")
     w("Ratios are ubtrfs's median divided by the other target's median, in the "
       "workload's unit: for throughput (MiB/s, IOPS, entries/s) above 1 is better "
@@ -237,8 +271,9 @@ def main():
         w("")
         w(f"{what}. {'Higher' if higher else 'Lower'} is better.")
         w("")
-        cpu_label = "tool CPU s" if wl == "get-cold" else "daemon CPU s"
-        rss_label = "tool peak RSS MiB" if wl == "get-cold" else "daemon peak RSS MiB"
+        tool = TOOL_WORKLOADS.get(wl)
+        cpu_label = "tool CPU s" if tool else "daemon CPU s"
+        rss_label = "tool peak RSS MiB" if tool else "daemon peak RSS MiB"
         w(f"| target | median | min–max | unit | ubtrfs ÷ target | {cpu_label} | {rss_label} |")
         w("|---|---:|---:|---|---:|---:|---:|")
         for tgt in TARGET_ORDER:
@@ -249,8 +284,8 @@ def main():
             cpu = fmt(statistics.median(c.cpu)) if c.cpu else "—"
             rss = fmt(max(c.rss)) if c.rss else "—"
             label = tgt
-            if wl == "get-cold":
-                label = {"kernel-btrfs": "kernel-btrfs (btrfs restore)"}.get(tgt, tgt + " (ubtrfs get)")
+            if tool:
+                label = f"{tgt} ({tool[1] if tgt == 'kernel-btrfs' else tool[0]})"
             w(f"| {label} | {fmt(c.median)} | {fmt(min(c.values))}–{fmt(max(c.values))} "
               f"| {c.unit} | {'—' if r is None else f'{r:.2f}×'} | {cpu} | {rss} |")
             csv_rows.append((wl, tgt, csvnum(c.median), csvnum(min(c.values)),
@@ -294,7 +329,8 @@ def main():
     w("### Write workloads")
     w("")
     w("n/a until write support: ubtrfs mounts read-only only, so these are not run "
-      "(and not faked) for any target.")
+      "(and not faked) for any target. (mkfs, which writes an image offline, is "
+      "measured above.)")
     w("")
     w("| workload | unit | what | ubtrfs |")
     w("|---|---|---|---|")

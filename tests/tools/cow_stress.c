@@ -27,6 +27,9 @@
  * in flight; the image on disk must be one of the two.  With
  * UBTRFS_COUNT_WRITES set, the number of writes is printed at the end.
  *
+ * UBTRFS_COW_SUBVOL=ID works in subvolume ID instead of the top level (its
+ * root directory, inode 256 too).
+ *
  * Exit: 0 ok, 1 mismatch or engine error (with the reason).
  */
 #include "base/base.h"
@@ -49,6 +52,7 @@ struct model_ent {
 };
 
 static struct model_ent model[MAX_KEYS];
+static uint64_t subvol = BTRFS_FS_TREE_OBJECTID;
 static uint64_t rng_state;
 static unsigned long stats_resize;
 
@@ -173,12 +177,12 @@ static int resize_xattr(struct ubt_trans *t, struct ubt_wroot *root, unsigned k,
 static int verify(struct ubt_fs *fs, unsigned nkeys, const char *when)
 {
 	const struct ubt_subvol *sv;
-	int ret = ubt_fs_subvol(fs, BTRFS_FS_TREE_OBJECTID, &sv);
+	int ret = ubt_fs_subvol(fs, subvol, &sv);
 	static uint8_t buf[70000];
 	int bad = 0;
 
 	if (ret)
-		return fail("subvolume 5", ret);
+		return fail("subvolume", ret);
 	for (unsigned k = 0; k < nkeys; k++) {
 		char name[32];
 		key_name(k, name, sizeof(name));
@@ -249,6 +253,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	const char *image = argv[1];
+	if (getenv("UBTRFS_COW_SUBVOL"))
+		subvol = strtoull(getenv("UBTRFS_COW_SUBVOL"), NULL, 0);
 	unsigned long ops = strtoul(argv[2], NULL, 0);
 	rng_state = strtoull(argv[3], NULL, 0) * 2654435761u + 1;
 	unsigned long every = strtoul(argv[4], NULL, 0);
@@ -282,9 +288,9 @@ int main(int argc, char **argv)
 
 	/* What an earlier run (or the kernel) left. */
 	const struct ubt_subvol *sv0;
-	ret = ubt_fs_subvol(fs, BTRFS_FS_TREE_OBJECTID, &sv0);
+	ret = ubt_fs_subvol(fs, subvol, &sv0);
 	if (ret)
-		return fail("subvolume 5", ret);
+		return fail("subvolume", ret);
 	static uint8_t vbuf[70000];
 	unsigned preexisting = 0;
 	for (unsigned k = 0; k < nkeys; k++) {
@@ -327,7 +333,7 @@ int main(int argc, char **argv)
 		if (!t) {
 			ret = ubt_trans_start(fs, &t);
 			if (!ret)
-				ret = ubt_wroot_get(t, BTRFS_FS_TREE_OBJECTID, &root);
+				ret = ubt_wroot_get(t, subvol, &root);
 			if (ret)
 				return fail("start transaction", ret);
 		}
@@ -444,7 +450,7 @@ after_op:
 	if (getenv("UBTRFS_COUNT_WRITES"))
 		printf("%" PRIu64 "\n", ubt_bdev_write_count());
 	const struct ubt_subvol *sv;
-	ubt_fs_subvol(fs, BTRFS_FS_TREE_OBJECTID, &sv);
+	ubt_fs_subvol(fs, subvol, &sv);
 	fprintf(stderr, "cow_stress: %lu ops (%lu in-place resizes), %lu commits, generation %" PRIu64
 		", fs tree level %u\n", ops, stats_resize, commits,
 		btrfs_super_generation(&fs->vol->super), sv ? sv->root.level : 0);
