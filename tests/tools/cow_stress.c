@@ -42,7 +42,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MAX_KEYS 4096
+#define MAX_KEYS 65536
+#define STRESS_KEYS 4096
 #define ROOT_DIR 256ULL
 
 struct model_ent {
@@ -174,6 +175,12 @@ static int resize_xattr(struct ubt_trans *t, struct ubt_wroot *root, unsigned k,
 	return ret;
 }
 
+static int cmp_hash(const void *a, const void *b)
+{
+	const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+	return x < y ? -1 : x > y;
+}
+
 static int verify(struct ubt_fs *fs, unsigned nkeys, const char *when)
 {
 	const struct ubt_subvol *sv;
@@ -246,6 +253,100 @@ static int write_model(const char *path, unsigned nkeys)
 	return fclose(f) ? fail(path, -errno) : 0;
 }
 
+/*
+ * UBTRFS_COW_FILL=1: insert large xattrs until ENOSPC; that insert must fail
+ * cleanly (filesystem not aborted), the commit after it must succeed, and
+ * the model must hold after reopening.  UBTRFS_COW_FILL=2: delete every
+ * xattr of the model (committing and retrying when a delete meets ENOSPC,
+ * as space freed in a transaction returns at its commit), then commit.
+ */
+static int fill_mode(const char *image, struct ubt_fs *fs, int phase, unsigned nkeys,
+		     const bool *usable, uint32_t maxval, unsigned long every, const char *out)
+{
+	struct ubt_trans *t = NULL;
+	struct ubt_wroot *root;
+	uint8_t *val = malloc(maxval + 1);
+	unsigned long done = 0, enospc = 0;
+	int ret = 0;
+
+	for (unsigned k = 0; k < nkeys; k++) {
+		if (!usable[k] || (phase == 1 && model[k].present) ||
+		    (phase == 2 && !model[k].present))
+			continue;
+		if (!t) {
+			ret = ubt_trans_start(fs, &t);
+			if (!ret)
+				ret = ubt_wroot_get(t, subvol, &root);
+			if (ret)
+				return fail("start transaction", ret);
+		}
+		if (phase == 1) {
+			uint32_t len = maxval / 2 + (uint32_t)(rnd() % (maxval / 2));
+			for (uint32_t b = 0; b < len; b++)
+				val[b] = (uint8_t)rnd();
+			ret = set_xattr(t, root, k, val, len);
+			if (ret == -ENOSPC) {
+				if (fs->wr->aborted)
+					return fail("ENOSPC aborted the transaction", ret);
+				enospc++;
+				break;
+			}
+			if (ret)
+				return fail("insert", ret);
+			model[k].val = malloc(len + 1);
+			memcpy(model[k].val, val, len);
+			model[k].len = len;
+			model[k].present = true;
+		} else {
+			ret = del_xattr(t, root, k);
+			if (ret == -ENOSPC && !fs->wr->aborted) {
+				enospc++;
+				ret = ubt_trans_commit(t);
+				t = NULL;
+				if (ret)
+					return fail("commit after ENOSPC", ret);
+				k--;	/* again, with the pinned space back */
+				continue;
+			}
+			if (ret)
+				return fail("delete", ret);
+			model[k].present = false;
+		}
+		done++;
+		if (done % every == 0) {
+			ret = ubt_trans_commit(t);
+			t = NULL;
+			if (ret)
+				return fail("commit", ret);
+		}
+	}
+	if (t) {
+		ret = ubt_trans_commit(t);
+		if (ret)
+			return fail("final commit", ret);
+	}
+	if (phase == 1 && !enospc)
+		return fail("the filesystem never filled up", -EINVAL);
+	close_fs(fs);
+	ret = open_fs(image, &fs);
+	if (ret)
+		return fail("reopen", ret);
+	if (verify(fs, nkeys, phase == 1 ? "after filling" : "after emptying"))
+		return 1;
+	uint64_t meta = 0, used = 0;
+	for (size_t i = 0; i < fs->wr->nbgs; i++) {
+		if (fs->wr->bgs[i].flags & BTRFS_BLOCK_GROUP_METADATA) {
+			meta += fs->wr->bgs[i].len;
+			used += fs->wr->bgs[i].used;
+		}
+	}
+	fprintf(stderr, "cow_stress: %s %lu xattrs (%lu ENOSPC); metadata %" PRIu64 " of %" PRIu64
+		" bytes used\n", phase == 1 ? "filled" : "deleted", done, enospc, used, meta);
+	close_fs(fs);
+	free(val);
+	return write_model(out, nkeys);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 6) {
@@ -271,20 +372,23 @@ int main(int argc, char **argv)
 	if (maxval > 16000)
 		maxval = 16000;	/* the kernel's xattr size limit is about a leaf */
 	/* The same key space in every run, so a later run sees all names. */
-	unsigned nkeys = MAX_KEYS;
+	const char *fill = getenv("UBTRFS_COW_FILL");
+	unsigned nkeys = fill ? MAX_KEYS : STRESS_KEYS;
 
 	/* Names whose hashes collide with a lower one are never used. */
 	static bool usable[MAX_KEYS];
-	static uint64_t hashes[MAX_KEYS];
+	static struct { uint64_t h; unsigned k; } hk[MAX_KEYS];
 	for (unsigned k = 0; k < nkeys; k++) {
 		char a[32];
 		key_name(k, a, sizeof(a));
-		hashes[k] = ubt_name_hash(a, strlen(a));
+		hk[k].h = ubt_name_hash(a, strlen(a));
+		hk[k].k = k;
 		usable[k] = true;
-		for (unsigned j = 0; j < k && usable[k]; j++)
-			if (hashes[j] == hashes[k])
-				usable[k] = false;
 	}
+	qsort(hk, nkeys, sizeof(hk[0]), cmp_hash);
+	for (unsigned i = 1; i < nkeys; i++)
+		if (hk[i].h == hk[i - 1].h)
+			usable[hk[i].k > hk[i - 1].k ? hk[i].k : hk[i - 1].k] = false;
 
 	/* What an earlier run (or the kernel) left. */
 	const struct ubt_subvol *sv0;
@@ -309,6 +413,9 @@ int main(int argc, char **argv)
 	}
 	if (preexisting)
 		fprintf(stderr, "cow_stress: %u xattrs already there\n", preexisting);
+
+	if (fill)
+		return fill_mode(image, fs, atoi(fill), nkeys, usable, maxval, every, argv[5]);
 
 	const char *crash = getenv("UBTRFS_CRASH_AFTER");
 	if (crash)

@@ -453,7 +453,9 @@ uint64_t ubt_meta_free_bytes(struct ubt_wfs *w, bool system)
 
 	for (size_t i = 0; i < w->nbgs; i++) {
 		const struct ubt_bg *bg = &w->bgs[i];
-		if (!(bg->flags & want))
+		if (!(bg->flags & want) ||
+		    ((bg->flags & BTRFS_BLOCK_GROUP_PROFILE_MASK) &
+		     (BTRFS_BLOCK_GROUP_RAID5 | BTRFS_BLOCK_GROUP_RAID6)))
 			continue;
 		uint64_t pinned = 0;
 		for (size_t k = 0; k < bg->pinned.n; k++)
@@ -466,4 +468,51 @@ uint64_t ubt_meta_free_bytes(struct ubt_wfs *w, bool system)
 			total += bg->len - taken;
 	}
 	return total;
+}
+
+/* In nodesize blocks: the most one tree operation copies or creates (a
+ * path of up to 8 levels copied, a split or a merge at each, a new root). */
+#define RESERVE_OP 24
+/* What the commit needs: extent items for every block made or dropped
+ * (scattered over the extent tree), block group items, free-space tree
+ * entries and root items.  Measured at 1.5 new blocks per dirty block
+ * (4 KiB nodes, scattered allocations); 2 per dirty block plus a base. */
+#define RESERVE_COMMIT_BASE 64
+#define RESERVE_COMMIT_PER_DIRTY 2
+/* Kept for deletions and commits on a full filesystem. */
+#define RESERVE_GLOBAL 64
+/* Room for the tree updates of a chunk allocation itself. */
+#define RESERVE_CHUNK 32
+
+int ubt_reserve_metadata(struct ubt_trans *t, bool deleting)
+{
+	struct ubt_wfs *w = t->w;
+	uint64_t ns = w->fs->nodesize;
+	uint64_t need = (RESERVE_OP + RESERVE_COMMIT_BASE +
+			 RESERVE_COMMIT_PER_DIRTY * (uint64_t)t->ndirty) * ns;
+	uint64_t global = RESERVE_GLOBAL * ns;
+	uint64_t free_bytes, total = 0;
+
+	if (t->committing || t->allocating_chunk)
+		return 0;	/* what the reserves were kept for */
+	free_bytes = ubt_meta_free_bytes(w, false);
+	for (size_t i = 0; i < w->nbgs; i++)
+		if (w->bgs[i].flags & BTRFS_BLOCK_GROUP_METADATA)
+			total += w->bgs[i].len;
+	/* A new chunk early: when the reserves are at stake or less than an
+	 * eighth of the metadata space is left. */
+	uint64_t low = UBT_MAX(need + global + RESERVE_CHUNK * ns, total / 8);
+	if (free_bytes < low && !w->chunk_alloc_failed) {
+		t->allocating_chunk = true;
+		int ret = ubt_alloc_chunk(t, BTRFS_BLOCK_GROUP_METADATA);
+		t->allocating_chunk = false;
+		if (ret == -ENOSPC)
+			w->chunk_alloc_failed = true;
+		else if (ret)
+			return ret;
+		free_bytes = ubt_meta_free_bytes(w, false);
+	}
+	if (free_bytes < need + (deleting ? 0 : global))
+		return -ENOSPC;
+	return 0;
 }

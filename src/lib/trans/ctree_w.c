@@ -471,6 +471,10 @@ static int search_w(struct ubt_trans *t, struct ubt_wroot *root, const struct bt
 
 	if (t->w->aborted)
 		return -EROFS;
+	/* Space first: nothing is changed when it is missing. */
+	ret = ubt_reserve_metadata(t, ins_len < 0);
+	if (ret)
+		return ret;
 again:
 	if (++restarts > 4 * BTRFS_MAX_LEVEL + 8)
 		return UBT_CORRUPT(root->ref.bytenr, "tree %llu: search for write does not settle",

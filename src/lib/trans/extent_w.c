@@ -188,7 +188,13 @@ int ubt_run_drefs(struct ubt_trans *t)
 					fill_first_key(t, &r);
 				ret = insert_tree_block_ref(t, et, &r);
 			} else if (net == -1) {
-				ret = drop_tree_block_ref(t, et, drop);
+				/* Build the group's allocation map before its extent
+				 * items change (it is read from the extent tree). */
+				struct ubt_bg *bg = ubt_bg_find(t->w, drop->bytenr);
+				ret = bg ? ubt_bg_load_extents(t->w, bg)
+					 : UBT_CORRUPT(drop->bytenr, "tree block outside every block group");
+				if (!ret)
+					ret = drop_tree_block_ref(t, et, drop);
 				if (!ret)
 					ret = ubt_bg_account(t, drop->bytenr, fs->nodesize, false);
 			} else if (add && drop) {

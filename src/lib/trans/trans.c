@@ -21,6 +21,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
 
 /* What the engine can keep consistent when writing. */
 static const uint64_t writable_incompat =
@@ -465,6 +466,32 @@ static void fill_backup(struct ubt_trans *t, struct btrfs_super_block *sb)
 	btrfs_set_root_backup_num_devices(b, btrfs_super_num_devices(sb));
 }
 
+/* A device's DEV_ITEM as the chunk tree now has it (bytes_used grows with
+ * new chunks). */
+static int sync_dev_item(struct ubt_fs *fs, struct btrfs_dev_item *di)
+{
+	struct btrfs_key key = { BTRFS_DEV_ITEMS_OBJECTID, BTRFS_DEV_ITEM_KEY,
+				 btrfs_dev_item_devid(di) };
+	struct ubt_path path;
+	int ret;
+
+	ubt_path_init(&path);
+	ret = ubt_search_slot(&fs->tree, &fs->chunk_tree, &key, &path);
+	if (ret == 0 && ubt_eb_item_size(path.nodes[0], path.slots[0]) >= sizeof(*di)) {
+		const struct btrfs_dev_item *cur =
+			(const void *)ubt_eb_item_data(path.nodes[0], path.slots[0]);
+		btrfs_set_dev_item_bytes_used(di, btrfs_dev_item_bytes_used(cur));
+		btrfs_set_dev_item_total_bytes(di, btrfs_dev_item_total_bytes(cur));
+	} else if (ret == 1) {
+		ret = UBT_CORRUPT(0, "devid %llu has no DEV_ITEM",
+				  (unsigned long long)btrfs_dev_item_devid(di));
+	} else if (ret == 0) {
+		ret = -EUCLEAN;
+	}
+	ubt_path_release(&fs->tree, &path);
+	return ret;
+}
+
 /* Step 4: every superblock copy of every device, then flush. */
 static int write_supers(struct ubt_trans *t)
 {
@@ -491,6 +518,9 @@ static int write_supers(struct ubt_trans *t)
 			return ret;
 		struct btrfs_super_block out = sb;
 		memcpy(&out.dev_item, &own.dev_item, sizeof(out.dev_item));
+		ret = sync_dev_item(fs, &out.dev_item);
+		if (ret)
+			return ret;
 		for (int m = 0; m < BTRFS_SUPER_MIRROR_MAX; m++) {
 			uint64_t off = btrfs_sb_offset(m);
 			if (off + BTRFS_SUPER_INFO_SIZE > dev->bd->size)
@@ -536,7 +566,13 @@ int ubt_trans_commit(struct ubt_trans *t)
 		return -EROFS;
 	}
 	t->committing = true;
+	uint64_t dbg_free = ubt_meta_free_bytes(w, false);
+	size_t dbg_dirty = t->ndirty;
 	ret = settle(t);
+	if (getenv("UBTRFS_DEBUG_SPACE"))
+		fprintf(stderr, "commit %llu: free %llu -> %llu, dirty %zu -> %zu (%d)\n",
+			(unsigned long long)t->transid, (unsigned long long)dbg_free,
+			(unsigned long long)ubt_meta_free_bytes(w, false), dbg_dirty, t->ndirty, ret);
 	if (!ret)
 		ret = write_dirty(t);
 	if (!ret)
@@ -548,6 +584,7 @@ int ubt_trans_commit(struct ubt_trans *t)
 	w->last_committed = t->transid;
 	w->backup_index = (w->backup_index + 1) % BTRFS_NUM_BACKUP_ROOTS;
 	w->fs->tree.check.super_generation = t->transid;
+	w->chunk_alloc_failed = false;
 	ubt_bgs_unpin(w);
 	for (size_t i = 0; i < w->nroots; i++)
 		w->roots[i]->dirty = false;

@@ -101,7 +101,7 @@ struct ubt_wfs {
 	size_t nroots, roots_cap;
 	struct ubt_trans *running;
 	int backup_index;		/* next backup-root slot to fill */
-	uint64_t reserve_bytes;		/* metadata kept back for deletes */
+	bool chunk_alloc_failed;	/* this transaction: devices are full */
 };
 
 /* What readers saw when the transaction started (restored on abort). */
@@ -122,7 +122,8 @@ struct ubt_trans {
 	struct ubt_dref *refs;
 	size_t nrefs, refs_cap;
 	bool chunk_root_dirty;
-	bool committing;
+	bool committing;		/* commit work uses every reserve */
+	bool allocating_chunk;		/* inside ubt_alloc_chunk */
 };
 
 /* ---- writer lifetime (trans.c) ----------------------------------------- */
@@ -205,6 +206,19 @@ int ubt_bg_account(struct ubt_trans *t, uint64_t bytenr, uint64_t len, bool allo
 void ubt_bgs_unpin(struct ubt_wfs *w);
 /* Free metadata bytes (for statfs and reserve decisions). */
 uint64_t ubt_meta_free_bytes(struct ubt_wfs *w, bool system);
+/*
+ * Before a tree operation: make sure the metadata space it may need is there
+ * together with what the commit will need, allocating a new metadata chunk
+ * when free space runs low.  Insertions must also leave a global reserve
+ * that only deletions and the commit may use, so that emptying a full
+ * filesystem and committing always work.  -ENOSPC when it does not fit
+ * (nothing changed).
+ */
+int ubt_reserve_metadata(struct ubt_trans *t, bool deleting);
+/* A new chunk of this kind (BTRFS_BLOCK_GROUP_DATA or _METADATA), in the
+ * profile the filesystem uses for it (chunk_w.c).  -ENOSPC if the devices
+ * have no room. */
+int ubt_alloc_chunk(struct ubt_trans *t, uint64_t kind);
 
 int ubt_rangeset_add(struct ubt_rangeset *s, uint64_t start, uint64_t len);
 int ubt_rangeset_remove(struct ubt_rangeset *s, uint64_t start, uint64_t len);

@@ -1,0 +1,166 @@
+#!/bin/bash
+# t-enospc: fill a small filesystem until ENOSPC, empty it, fill it again.
+#
+# cow_stress in fill mode (UBTRFS_COW_FILL=1) inserts large xattrs through
+# the engine - new metadata chunks are allocated as the groups fill - until
+# an insert returns ENOSPC; that must leave the filesystem writable, and the
+# commit after it must succeed.  Then: btrfs check clean, the kernel shows
+# the model.  Emptying (UBTRFS_COW_FILL=2) deletes everything, committing
+# and retrying when a delete meets ENOSPC; check clean, kernel shows no
+# xattr.  Filling again must reach about the same amount.  Then the kernel
+# writes to it and check is clean once more.
+#
+# Needs root, loop devices, kernel btrfs, btrfs-progs, python3, setfattr.
+set -euo pipefail
+
+UBTRFS_SOURCE_ROOT=${UBTRFS_SOURCE_ROOT:-$(cd "$(dirname "$0")/../.." && pwd -P)}
+# shellcheck source=lib.sh
+. "$UBTRFS_SOURCE_ROOT/tests/compat/lib.sh"
+
+oracle_require_kernel_btrfs
+oracle_require_cmd setfattr
+oracle_require_python
+oracle_require_ubtrfs
+COW=${UBTRFS_COW_STRESS:-${UBTRFS_BUILD_ROOT:-$UBTRFS_SOURCE_ROOT/build}/tests/cow_stress}
+[[ -x $COW ]] || oracle_skip "cow_stress tool not built ($COW)"
+oracle_init
+
+T=$ORACLE_TMP
+FAILS=0
+
+check_clean() {
+	local what=$1 out rc=0
+	shift
+	local -a loops=() devs=("$@")
+	if (($# > 1)); then
+		local d
+		for d in "$@"; do
+			loops+=("$(oracle_loop "$d")")
+		done
+		btrfs device scan "${loops[@]}" >/dev/null 2>&1 || true
+		devs=("${loops[0]}")
+	fi
+	out=$(btrfs check --readonly "${devs[0]}" 2>&1) || rc=$?
+	for d in "${loops[@]}"; do
+		oracle_unloop "$d"
+	done
+	if ((rc)) || ! grep -q "no error found" <<<"$out"; then
+		printf '%s\n' "$out" | tail -n 30 >&2
+		oracle_log "$what: btrfs check --readonly failed"
+		return 1
+	fi
+}
+
+# kernel_compare WHAT MODEL IMG...: every xattr of the model, read by name
+# through the kernel, has the model's value (tens of thousands of names:
+# more than listxattr's 64 KiB can list), and names outside the model are
+# absent.
+kernel_compare() {
+	local what=$1 model=$2 mnt=$T/mnt
+	shift 2
+	oracle_kmount -o ro "$mnt" "$@" || return 1
+	local rc=0
+	"$ORACLE_PYTHON" - "$mnt" "$model" <<'PY' || rc=$?
+import errno, os, sys
+mnt, model = sys.argv[1], sys.argv[2]
+want = {}
+for line in open(model):
+    name, _, val = line.rstrip("\n").partition("=")
+    want[name] = bytes.fromhex(val[2:]) if val.startswith("0x") else b""
+bad = 0
+for name, val in want.items():
+    try:
+        got = os.getxattr(mnt, name)
+    except OSError as e:
+        got = "missing (%s)" % errno.errorcode.get(e.errno, e.errno)
+    if got != val:
+        bad += 1
+        if bad < 5:
+            print("%s: kernel %s, model %d bytes" % (name, got if isinstance(got, str) else "%d bytes" % len(got), len(val)), file=sys.stderr)
+for k in range(65536):
+    name = "user.k%d" % k
+    if name in want:
+        continue
+    try:
+        os.getxattr(mnt, name)
+        bad += 1
+        print("%s: present in the kernel, absent in the model" % name, file=sys.stderr)
+    except OSError as e:
+        if e.errno != errno.ENODATA:
+            bad += 1
+print("compared %d xattrs" % len(want), file=sys.stderr)
+sys.exit(1 if bad else 0)
+PY
+	oracle_kumount "$mnt"
+	if ((rc)); then
+		oracle_log "$what: the kernel's xattrs differ from the model"
+		return 1
+	fi
+}
+
+# fill NAME PHASE SEED IMG...: prints the count cow_stress reports.
+fill() {
+	local name=$1 phase=$2 seed=$3 out
+	shift 3
+	local joined
+	joined=$(IFS=,; printf '%s' "$*")
+	if ! out=$(UBTRFS_COW_FILL=$phase "$COW" "$joined" 0 "$seed" 50 "$T/$name.model" 2>&1); then
+		printf '%s\n' "$out" >&2
+		oracle_log "$name: cow_stress fill phase $phase failed"
+		return 1
+	fi
+	printf '%s\n' "$out" | grep -E '^cow_stress: (filled|deleted)' >&2
+	printf '%s\n' "$out" | sed -n 's/^cow_stress: filled \([0-9]*\) xattrs.*/\1/p'
+}
+
+run_cell() {
+	local name=$1 maker=$2 opts=$3 ndev=$4 size=$5 i out
+	local -a imgs=()
+	for ((i = 0; i < ndev; i++)); do
+		imgs+=("$(oracle_image "$name/d$i.img" "$size")")
+	done
+	if [[ $maker == ubtrfs ]]; then
+		# shellcheck disable=SC2086
+		out=$("$UBTRFS" mkfs -q -f $opts "${imgs[@]}" 2>&1) || { printf '%s\n' "$out" >&2; return 1; }
+	else
+		# shellcheck disable=SC2086
+		out=$(mkfs.btrfs -f -q $opts "${imgs[@]}" 2>&1) || { printf '%s\n' "$out" >&2; return 1; }
+	fi
+	local first second
+	first=$(fill "$name-fill1" 1 1 "${imgs[@]}") || return 1
+	check_clean "$name (full)" "${imgs[@]}" || return 1
+	kernel_compare "$name (full)" "$T/$name-fill1.model" "${imgs[@]}" || return 1
+	fill "$name-empty" 2 2 "${imgs[@]}" >/dev/null || return 1
+	check_clean "$name (emptied)" "${imgs[@]}" || return 1
+	kernel_compare "$name (emptied)" "$T/$name-empty.model" "${imgs[@]}" || return 1
+	second=$(fill "$name-fill2" 1 3 "${imgs[@]}") || return 1
+	check_clean "$name (full again)" "${imgs[@]}" || return 1
+	# Emptied space is reusable: the second fill holds about as much.
+	if ((second * 10 < first * 9)); then
+		oracle_log "$name: first fill took $first xattrs, the second only $second"
+		return 1
+	fi
+	# The kernel can still delete on the full filesystem and commit.
+	local mnt=$T/mnt
+	oracle_kmount "$mnt" "${imgs[@]}" || return 1
+	setfattr -x user.k0 "$mnt" 2>/dev/null || true
+	setfattr -x user.k1 "$mnt" 2>/dev/null || true
+	sync
+	oracle_kumount "$mnt"
+	check_clean "$name (after the kernel)" "${imgs[@]}" || return 1
+	oracle_log "$name: filled $first, emptied, filled $second: ok"
+}
+
+cell() {
+	run_cell "$@" || FAILS=$((FAILS + 1))
+}
+
+#    name          maker   mkfs options                  devs size
+cell ubt-4k        ubtrfs  "-n 4096"                     1    256M
+cell progs-16k     progs   ""                            1    256M
+cell progs-raid1   progs   "-n 4096 -m raid1 -d raid1"   2    192M
+
+if ((FAILS)); then
+	oracle_fail "$FAILS cell(s) failed"
+fi
+oracle_log "all cells passed"
