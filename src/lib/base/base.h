@@ -118,5 +118,8 @@ int ubt_csum(unsigned type, const void *data, size_t len, uint8_t out[UBT_CSUM_M
 uint64_t ubt_name_hash(const void *name, size_t len);
 /* INODE_EXTREF key offset: crc32c(parent_objectid, name), 64-bit result. */
 uint64_t ubt_extref_hash(uint64_t parent_ino, const void *name, size_t len);
+/* Order key of an EXTENT_DATA_REF among inline refs, and the key offset of a
+ * keyed one (before collision probing). */
+uint64_t ubt_extent_data_ref_hash(uint64_t root, uint64_t owner, uint64_t offset);
 
 #endif /* UBTRFS_BASE_H */

@@ -165,3 +165,25 @@ uint64_t ubt_extref_hash(uint64_t parent_ino, const void *name, size_t len)
 	/* The seed is the parent's objectid truncated to 32 bits. */
 	return ubt_crc32c((uint32_t)parent_ino, name, len);
 }
+
+static void put_le64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* crc32c of the little-endian root in the high half, of owner and offset in
+ * the low half, overlapping by one bit. */
+uint64_t ubt_extent_data_ref_hash(uint64_t root, uint64_t owner, uint64_t offset)
+{
+	uint8_t le[8];
+	uint32_t high, low;
+
+	put_le64(le, root);
+	high = ubt_crc32c(~(uint32_t)0, le, sizeof(le));
+	put_le64(le, owner);
+	low = ubt_crc32c(~(uint32_t)0, le, sizeof(le));
+	put_le64(le, offset);
+	low = ubt_crc32c(low, le, sizeof(le));
+	return ((uint64_t)high << 31) ^ (uint64_t)low;
+}

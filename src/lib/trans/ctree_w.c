@@ -149,6 +149,95 @@ static int free_block(struct ubt_trans *t, struct ubt_wroot *root, struct ubt_eb
 }
 
 /*
+ * Add (delta +1) or drop (-1) the references block `eb` holds on what it
+ * points at: a node's children, a leaf's data extents.  full: as
+ * SHARED_*_REF with eb as the parent; else implicit refs of tree `root`.
+ */
+static int mod_refs(struct ubt_trans *t, const struct ubt_eb *eb, uint64_t root, bool full,
+		    int delta)
+{
+	uint32_t n = ubt_eb_nritems(eb);
+	int ret = 0;
+
+	for (uint32_t i = 0; i < n && !ret; i++) {
+		struct ubt_dref r = { 0 };
+		r.delta = delta;
+		if (ubt_eb_level(eb) > 0) {
+			const struct btrfs_key_ptr *kp = ubt_eb_key_ptr(eb, (int)i);
+			r.bytenr = btrfs_key_ptr_blockptr(kp);
+			r.num_bytes = t->w->fs->nodesize;
+			r.tree = true;
+			r.level = (uint8_t)(ubt_eb_level(eb) - 1);
+			r.type = full ? BTRFS_SHARED_BLOCK_REF_KEY : BTRFS_TREE_BLOCK_REF_KEY;
+		} else {
+			struct btrfs_key key;
+			ubt_eb_item_key(eb, (int)i, &key);
+			if (key.type != BTRFS_EXTENT_DATA_KEY)
+				continue;
+			const struct btrfs_file_extent_item *fi =
+				(const void *)ubt_eb_item_data(eb, (int)i);
+			if (ubt_eb_item_size(eb, (int)i) < sizeof(*fi) ||
+			    btrfs_file_extent_type(fi) == BTRFS_FILE_EXTENT_INLINE ||
+			    btrfs_file_extent_disk_bytenr(fi) == 0)
+				continue;
+			r.bytenr = btrfs_file_extent_disk_bytenr(fi);
+			r.num_bytes = btrfs_file_extent_disk_num_bytes(fi);
+			r.type = full ? BTRFS_SHARED_DATA_REF_KEY : BTRFS_EXTENT_DATA_REF_KEY;
+			r.owner = key.objectid;
+			r.offset = key.offset - btrfs_file_extent_offset(fi);
+		}
+		r.root = root;
+		r.parent = full ? eb->start : 0;
+		if (!full)
+			r.parent = 0;
+		ret = ubt_dref_queue(t, &r);
+	}
+	return ret;
+}
+
+/*
+ * The reference bookkeeping of copying `eb` (in tree `root`) to `neb`, for
+ * trees whose blocks snapshots may share.  With several references, the
+ * first copy by its owner turns eb's references on its children into
+ * shared (parent) ones and marks eb FULL_BACKREF; a copy by anyone else
+ * gives the copy implicit references of its own.  With eb's last
+ * reference, a FULL_BACKREF eb hands its children over: the copy takes
+ * implicit references and eb's shared ones go.  The caller then drops eb's
+ * reference from this tree.
+ */
+static int update_refs_for_cow(struct ubt_trans *t, struct ubt_wroot *root, struct ubt_eb *eb,
+			       struct ubt_eb *neb)
+{
+	uint64_t refs, flags;
+	int ret = ubt_extent_info(t, eb->start, &refs, &flags);
+
+	if (ret)
+		return ret;
+	uint64_t owner = ubt_eb_owner(eb);
+	if (refs > 1) {
+		if (owner == root->objectid && !(flags & BTRFS_BLOCK_FLAG_FULL_BACKREF)) {
+			ret = mod_refs(t, eb, 0, true, +1);
+			if (!ret) {
+				struct ubt_dref f = { 0 };
+				f.bytenr = eb->start;
+				f.num_bytes = t->w->fs->nodesize;
+				f.tree = true;
+				f.level = ubt_eb_level(eb);
+				f.set_flags = BTRFS_BLOCK_FLAG_FULL_BACKREF;
+				ret = ubt_dref_queue(t, &f);
+			}
+		} else {
+			ret = mod_refs(t, neb, root->objectid, false, +1);
+		}
+	} else if (flags & BTRFS_BLOCK_FLAG_FULL_BACKREF) {
+		ret = mod_refs(t, neb, root->objectid, false, +1);
+		if (!ret)
+			ret = mod_refs(t, eb, 0, true, -1);
+	}
+	return ret;
+}
+
+/*
  * Copy `eb` (child `pslot` of the dirty node `parent`, or the root when
  * parent is NULL) unless this transaction made it.  *out gets the block to
  * change (a new reference; the caller's reference to eb is dropped).
@@ -169,11 +258,10 @@ static int cow_block(struct ubt_trans *t, struct ubt_wroot *root, struct ubt_eb 
 		return UBT_CORRUPT(eb->start, "tree block from the future (generation %llu)",
 				   (unsigned long long)ubt_eb_generation(eb));
 	if (btrfs_header_backref_rev(ubt_eb_header(eb)) != BTRFS_MIXED_BACKREF_REV ||
-	    (is_fs_tree(root->objectid) &&
-	     (ubt_eb_owner(eb) != root->objectid || ubt_eb_generation(eb) <= root->last_snapshot))) {
+	    (btrfs_header_flags(ubt_eb_header(eb)) & BTRFS_HEADER_FLAG_RELOC)) {
 		ubt_log(UBT_LOG_ERROR,
-			"tree block %llu of tree %llu may be shared with a snapshot; writing "
-			"shared blocks is not supported yet",
+			"tree block %llu of tree %llu uses old-style or relocation back "
+			"references; writing it is not supported",
 			(unsigned long long)eb->start, (unsigned long long)root->objectid);
 		return -EOPNOTSUPP;
 	}
@@ -184,7 +272,10 @@ static int cow_block(struct ubt_trans *t, struct ubt_wroot *root, struct ubt_eb 
 	ret = new_block(t, root, eb, NULL, level, &neb);
 	if (ret)
 		return ret;
-	ret = free_block(t, root, eb);
+	if (is_fs_tree(root->objectid))
+		ret = update_refs_for_cow(t, root, eb, neb);
+	if (!ret)
+		ret = free_block(t, root, eb);
 	if (ret) {
 		ubt_eb_put(&fs->tree, neb);
 		return ret;

@@ -80,12 +80,19 @@ struct ubt_wroot {
 	uint64_t last_snapshot;		/* blocks at or below may be shared */
 };
 
-/* A pending change of a tree block's references (a delayed ref). */
+/* A pending change of an extent's references or flags (a delayed ref). */
 struct ubt_dref {
-	uint64_t bytenr;
-	uint64_t root;			/* owner tree of the reference */
-	int delta;			/* +1 new block, -1 dropped */
-	uint8_t level;
+	uint64_t bytenr, num_bytes;
+	bool tree;			/* a tree block (else data) */
+	bool new_block;			/* allocated in this transaction */
+	uint8_t level;			/* tree blocks */
+	uint8_t type;			/* TREE_BLOCK_REF, SHARED_BLOCK_REF,
+					 * EXTENT_DATA_REF, SHARED_DATA_REF (0: flags only) */
+	uint64_t root;			/* TREE_BLOCK_REF, EXTENT_DATA_REF */
+	uint64_t parent;		/* SHARED_* */
+	uint64_t owner, offset;		/* EXTENT_DATA_REF: inode, file offset - extent offset */
+	int delta;
+	uint64_t set_flags;		/* extent flags to set (FULL_BACKREF) */
 	struct btrfs_key first_key;	/* for non-skinny tree_block_info */
 };
 
@@ -227,9 +234,14 @@ void ubt_rangeset_free(struct ubt_rangeset *s);
 
 /* ---- extent references (extent_w.c) ------------------------------------ */
 
-/* Queue a reference change of a tree block. */
+/* Queue a TREE_BLOCK_REF change of a tree block (+1: a block allocated in
+ * this transaction; -1: dropped from tree `root`). */
 int ubt_dref_add(struct ubt_trans *t, uint64_t bytenr, uint64_t root, int delta, uint8_t level,
 		 const struct btrfs_key *first_key);
+/* Queue any reference or flag change. */
+int ubt_dref_queue(struct ubt_trans *t, const struct ubt_dref *r);
+/* An extent's reference count and flags, with the queued changes. */
+int ubt_extent_info(struct ubt_trans *t, uint64_t bytenr, uint64_t *refs, uint64_t *flags);
 /* Apply queued changes to the extent tree (loops: its own COW queues more). */
 int ubt_run_drefs(struct ubt_trans *t);
 /* Rewrite the BLOCK_GROUP_ITEM of every dirty group. */

@@ -713,25 +713,6 @@ static int check_block_group_item(const struct item *it)
 
 /* ---- EXTENT_ITEM, METADATA_ITEM and keyed back references --------------- */
 
-/*
- * Order key of an EXTENT_DATA_REF among inline refs (and the offset of a
- * keyed one): crc32c of the little-endian root in the high half, of owner
- * and offset in the low half, overlapping by one bit.
- */
-static uint64_t extent_data_ref_hash(uint64_t root, uint64_t owner, uint64_t offset)
-{
-	uint8_t le[8];
-	uint32_t high, low;
-
-	ubt_put_le64(le, root);
-	high = ubt_crc32c(~(uint32_t)0, le, sizeof(le));
-	ubt_put_le64(le, owner);
-	low = ubt_crc32c(~(uint32_t)0, le, sizeof(le));
-	ubt_put_le64(le, offset);
-	low = ubt_crc32c(low, le, sizeof(le));
-	return ((uint64_t)high << 31) ^ (uint64_t)low;
-}
-
 /* Trees that may own data: subvolumes, the data reloc tree, and the root
  * tree (v1 free space cache inodes). */
 static bool valid_data_ref_root(uint64_t root)
@@ -869,7 +850,7 @@ static int check_extent_item(const struct item *it)
 			ret = check_data_ref_body(it, dref);
 			if (ret)
 				return ret;
-			seq = extent_data_ref_hash(btrfs_extent_data_ref_root(dref),
+			seq = ubt_extent_data_ref_hash(btrfs_extent_data_ref_root(dref),
 						   btrfs_extent_data_ref_objectid(dref),
 						   btrfs_extent_data_ref_offset(dref));
 			inline_refs += btrfs_extent_data_ref_count(dref);
