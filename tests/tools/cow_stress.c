@@ -527,6 +527,10 @@ after_op:
 				snprintf(path, sizeof(path), "%s.%" PRIu64, argv[5], landed_gen);
 				if (!ret)
 					ret = write_model(path, nkeys);
+				for (unsigned k = 0; k < nkeys; k++)
+					free(model[k].val);
+				free(val);
+				close_fs(fs);
 				return ret;
 			}
 			if (crash) {
