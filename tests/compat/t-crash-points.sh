@@ -3,9 +3,9 @@
 #
 # One run of cow_stress (random xattr inserts, replaces, deletes, extends,
 # truncates; a commit every 40 operations) is counted: it makes W device
-# writes.  Then, for N spread over the whole run (every commit's blocks,
-# superblock copies and flushes fall between two of them, since the step
-# is smaller than a commit's writes) plus random points, the same run is
+# writes.  Then, for N spread over the whole run (the step
+# is about a commit's writes), points right around the superblock writes of
+# a quarter of the commits, plus random points, the same run is
 # repeated on a fresh copy of the image with every write after the Nth
 # dropped (the io layer's crash simulation).  Each resulting image must:
 #   - carry the generation of the last commit that fully landed, or of the
@@ -37,8 +37,11 @@ FAILS=0
 template=$(oracle_image template.img 256M)
 "$UBTRFS" mkfs -q -f -n 4096 "$template" >/dev/null
 cp --sparse=always "$template" "$T/count.img"
-W=$(UBTRFS_COUNT_WRITES=1 "$COW" "$T/count.img" "$OPS" "$SEED" "$EVERY" "$T/count.model" 2>/dev/null)
+UBTRFS_COUNT_WRITES=1 "$COW" "$T/count.img" "$OPS" "$SEED" "$EVERY" "$T/count.model" \
+	>"$T/count.out" 2>/dev/null || oracle_fail "the counting run failed"
+W=$(tail -n 1 "$T/count.out")
 [[ $W =~ ^[0-9]+$ ]] || oracle_fail "could not count the run's writes"
+mapfile -t ENDS < <(sed -n 's/^commit //p' "$T/count.out")
 oracle_log "the run makes $W device writes"
 
 generation_of() {
@@ -83,8 +86,8 @@ trial() {
 
 # Every point from 0 in steps of W/48, then 12 random ones.
 points=()
-# UBTRFS_TEST_QUICK=1 (the sanitizer run): 12 points instead of 48.
-npts=$(( ${UBTRFS_TEST_QUICK:-0} == 1 ? 12 : 48 ))
+# UBTRFS_TEST_QUICK=1 (the sanitizer run): 12 points instead of 32.
+npts=$(( ${UBTRFS_TEST_QUICK:-0} == 1 ? 12 : 32 ))
 step=$((W / npts > 0 ? W / npts : 1))
 for ((n = 0; n < W; n += step)); do
 	points+=("$n")
@@ -92,6 +95,18 @@ done
 RANDOM=4242
 for ((i = 0; i < npts / 4; i++)); do
 	points+=("$((RANDOM * 32768 % W + RANDOM % W))")
+done
+# Around the superblock writes of some commits: each commit ends with its
+# primary superblock and the mirror(s) (write E - 1 and E, one device with
+# two copies): E - 2 cuts before the primary (the old commit must open),
+# E - 1 after it (the new one), plus the last block write before them.
+nends=${#ENDS[@]}
+stride=$(( nends / (npts / 4) > 0 ? nends / (npts / 4) : 1 ))
+for ((c = 0; c < nends; c += stride)); do
+	e=${ENDS[c]}
+	for d in 1 2 3; do
+		((e - d > 0)) && points+=("$((e - d))")
+	done
 done
 for n in "${points[@]}"; do
 	n=$((n % W))

@@ -512,6 +512,8 @@ after_op:
 			if (ret)
 				return fail("commit", ret);
 			commits++;
+			if (getenv("UBTRFS_COUNT_WRITES"))
+				printf("commit %" PRIu64 "\n", ubt_bdev_write_count());
 			if (crash && ubt_bdev_crashed()) {
 				char path[4096];
 				uint64_t g = btrfs_super_generation(&fs->vol->super);

@@ -232,8 +232,8 @@ int ubt_alloc_chunk(struct ubt_trans *t, uint64_t kind)
 								    : BTRFS_EXTENT_TREE_OBJECTID, &bgt);
 	if (ret)
 		goto out_chunk;
-	/* Map it first: the tree changes below may already place blocks in
-	 * it (not for system trees, which live in system chunks). */
+	/* Map it before the trees describe it (the block group joins the
+	 * allocator only at the end). */
 	ret = ubt_volume_add_chunk(vol, logical, chunk, (uint32_t)csize);
 	if (ret)
 		goto out_chunk;

@@ -412,6 +412,14 @@ static int split_leaf(struct ubt_trans *t, struct ubt_wroot *root, struct ubt_pa
 	ret = ubt_leaf_split(leaf->data, right->data, ns, split);
 	if (ret)
 		goto out;
+	/* Everything moved right: the left leaf now takes the new item, so
+	 * its key in the parent becomes the new key first (the right leaf's
+	 * pointer gets the old one, which must not be there twice). */
+	if (ubt_eb_nritems(leaf) == 0) {
+		ret = fixup_low_keys(t, path, 1, ins_key);
+		if (ret)
+			goto out;
+	}
 	struct btrfs_key rkey;
 	if (ubt_eb_nritems(right))
 		first_key(right, &rkey);
@@ -419,10 +427,6 @@ static int split_leaf(struct ubt_trans *t, struct ubt_wroot *root, struct ubt_pa
 		rkey = *ins_key;	/* empty: it is about to receive ins_key */
 	ret = ubt_node_insert_ptr(path->nodes[1]->data, ns, path->slots[1] + 1, &rkey, right->start,
 				  t->transid);
-	if (ret)
-		goto out;
-	if (ubt_eb_nritems(leaf) == 0)	/* everything moved: the new item goes here */
-		ret = fixup_low_keys(t, path, 1, ins_key);
 out:
 	ubt_eb_put(&t->w->fs->tree, right);
 	return ret;

@@ -24,6 +24,7 @@
 #include "trans/trans.h"
 
 #include "base/base.h"
+#include "trans/csum_w.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -496,7 +497,11 @@ static int apply_extent(struct ubt_trans *t, struct ubt_wroot *et, struct ubt_dr
 			goto out;
 		}
 		if (total == 0) {
-			ret = ubt_bg_account(t, bytenr, refs[0].num_bytes, false);
+			ret = 0;
+			if (!refs[0].tree)
+				ret = ubt_csum_delete(t, bytenr, refs[0].num_bytes);
+			if (!ret)
+				ret = ubt_bg_account(t, bytenr, refs[0].num_bytes, false);
 			goto out;
 		}
 		x.exists = false;
@@ -599,14 +604,10 @@ static int apply_extent(struct ubt_trans *t, struct ubt_wroot *et, struct ubt_dr
 				goto out;
 			}
 		}
-		if (!refs[0].tree) {
-			ubt_log(UBT_LOG_ERROR, "freeing data extents (and their checksums) is not "
-				"supported yet");
-			ret = -EOPNOTSUPP;
-			goto out;
-		}
 		if (x.exists)
 			ret = ubt_delete_key(t, et, &x.key);
+		if (!ret && !refs[0].tree)
+			ret = ubt_csum_delete(t, bytenr, x.key.offset);
 		if (!ret)
 			ret = ubt_bg_account(t, bytenr, refs[0].num_bytes, false);
 		goto out;
@@ -682,6 +683,9 @@ int ubt_run_drefs(struct ubt_trans *t)
 			if (batch[i].new_block && batch[i].tree && !skinny(t->w->fs))
 				fill_first_key(t, &batch[i]);
 			ret = apply_extent(t, et, &batch[i], j - i);
+			if (ret > 0)	/* a search status leaking out is a bug */
+				ret = UBT_CORRUPT(batch[i].bytenr, "extent %llu: status %d",
+						  (unsigned long long)batch[i].bytenr, ret);
 			i = j;
 		}
 		free(batch);

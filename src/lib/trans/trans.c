@@ -101,6 +101,18 @@ static int next_backup_index(const struct btrfs_super_block *sb)
 	return 0;
 }
 
+static bool has_balance_item(struct ubt_fs *fs)
+{
+	struct btrfs_key key = { BTRFS_BALANCE_OBJECTID, BTRFS_TEMPORARY_ITEM_KEY, 0 };
+	struct ubt_path path;
+	int ret;
+
+	ubt_path_init(&path);
+	ret = ubt_search_slot(&fs->tree, &fs->root_tree, &key, &path);
+	ubt_path_release(&fs->tree, &path);
+	return ret != 1;	/* found, or unreadable: do not write */
+}
+
 int ubt_wfs_init(struct ubt_fs *fs)
 {
 	const struct btrfs_super_block *sb = &fs->vol->super;
@@ -128,6 +140,16 @@ int ubt_wfs_init(struct ubt_fs *fs)
 	}
 	if (btrfs_super_log_root(sb)) {
 		ubt_log(UBT_LOG_ERROR, "an unreplayed fsync log exists; refusing to write");
+		return -EROFS;
+	}
+	if (fs->quota_tree.bytenr) {
+		ubt_log(UBT_LOG_ERROR, "quotas are enabled; keeping qgroup counts is not "
+			"supported yet, refusing to write");
+		return -EROFS;
+	}
+	if (has_balance_item(fs)) {
+		ubt_log(UBT_LOG_ERROR, "a balance is in progress (paused or interrupted); "
+			"finish or cancel it with the kernel first, refusing to write");
 		return -EROFS;
 	}
 	for (size_t i = 0; i < fs->vol->ndevices; i++) {
@@ -294,7 +316,6 @@ int ubt_wroot_get(struct ubt_trans *t, uint64_t objectid, struct ubt_wroot **out
 		r->ref = (struct ubt_root_ref){ objectid, btrfs_root_bytenr(&r->item),
 						btrfs_root_generation(&r->item),
 						btrfs_root_level(&r->item) };
-		r->last_snapshot = btrfs_root_last_snapshot(&r->item);
 	}
 	if (w->nroots == w->roots_cap) {
 		size_t cap = w->roots_cap ? w->roots_cap * 2 : 16;
@@ -372,7 +393,12 @@ static bool any_root_item_dirty(const struct ubt_wfs *w)
 static int settle(struct ubt_trans *t)
 {
 	for (int round = 0; round < 64; round++) {
-		int ret = ubt_run_drefs(t);
+		int ret = ubt_commit_space(t);
+		if (ret)
+			return ret;
+		ret = ubt_run_drefs(t);
+		if (ret > 0)
+			ret = UBT_CORRUPT(0, "commit: unexpected status %d from the reference run", ret);
 		if (!ret)
 			ret = ubt_write_bg_items(t);
 		if (!ret)
@@ -500,6 +526,13 @@ static int write_supers(struct ubt_trans *t)
 	struct btrfs_super_block sb = vol->super;
 	int ret;
 
+	/* Readers check the root tree's root against the superblock's
+	 * generation: it must be this transaction's copy. */
+	if (fs->root_tree.generation != t->transid)
+		return UBT_CORRUPT(fs->root_tree.bytenr,
+				   "commit %llu: the root tree's root is from generation %llu",
+				   (unsigned long long)t->transid,
+				   (unsigned long long)fs->root_tree.generation);
 	btrfs_set_super_generation(&sb, t->transid);
 	btrfs_set_super_root(&sb, fs->root_tree.bytenr);
 	btrfs_set_super_root_level(&sb, fs->root_tree.level);
@@ -521,9 +554,12 @@ static int write_supers(struct ubt_trans *t)
 		ret = sync_dev_item(fs, &out.dev_item);
 		if (ret)
 			return ret;
+		/* Copies inside the device as the filesystem sizes it (the
+		 * kernel's rule), not the file or disk behind it. */
+		uint64_t limit = UBT_MIN(btrfs_dev_item_total_bytes(&out.dev_item), dev->bd->size);
 		for (int m = 0; m < BTRFS_SUPER_MIRROR_MAX; m++) {
 			uint64_t off = btrfs_sb_offset(m);
-			if (off + BTRFS_SUPER_INFO_SIZE > dev->bd->size)
+			if (off + BTRFS_SUPER_INFO_SIZE >= limit)
 				break;
 			btrfs_set_super_bytenr(&out, off);
 			ret = ubt_super_update_csum(&out);
@@ -564,6 +600,13 @@ int ubt_trans_commit(struct ubt_trans *t)
 	if (w->aborted) {
 		ubt_trans_abort(t, w->abort_err);
 		return -EROFS;
+	}
+	if (t->ndirty == 0 && t->nrefs == 0 && !any_bg_dirty(w)) {
+		/* Nothing changed: no new generation (every commit must copy
+		 * the root tree's root, whose generation readers check against
+		 * the superblock's). */
+		trans_free(t);
+		return 0;
 	}
 	t->committing = true;
 	uint64_t dbg_free = ubt_meta_free_bytes(w, false);
@@ -620,6 +663,16 @@ void ubt_trans_abort(struct ubt_trans *t, int err)
 				fs->subvols[i]->item = t->saved_subvols[k].item;
 			}
 		}
+	}
+	/* Subvolumes first opened during the transaction: from the last
+	 * commit's root tree. */
+	for (size_t i = 0; i < fs->nsubvols; i++) {
+		bool saved = false;
+		for (size_t k = 0; k < t->nsaved_subvols; k++)
+			saved |= t->saved_subvols[k].id == fs->subvols[i]->id;
+		if (!saved)
+			ubt_fs_read_root_item(fs, fs->subvols[i]->id, &fs->subvols[i]->item,
+					      &fs->subvols[i]->root);
 	}
 	pthread_mutex_unlock(&fs->subvol_lock);
 	for (size_t i = 0; i < t->ndirty; i++)

@@ -25,11 +25,10 @@
  * anything changed where possible (tree operations reserve their worst case
  * up front); an ENOSPC discovered during commit aborts.
  *
- * Reference model: tree blocks get skinny METADATA_ITEMs (EXTENT_ITEM with
- * tree_block_info without SKINNY_METADATA) with an inline TREE_BLOCK_REF to
- * their owner.  Copying a block that several roots share (snapshots) needs
- * the FULL_BACKREF rules; until they exist, COW of a block that may be
- * shared is refused with -EOPNOTSUPP (which aborts), never guessed.
+ * Reference model: the full btrfs one (extent_w.c): implicit and shared
+ * (parent) references of tree blocks and data, FULL_BACKREF, and the rules
+ * for copying blocks that snapshots share (ctree_w.c).  Blocks with
+ * pre-mixed or relocation back references are refused with -EOPNOTSUPP.
  */
 #ifndef UBTRFS_TRANS_H
 #define UBTRFS_TRANS_H
@@ -77,7 +76,6 @@ struct ubt_wroot {
 	struct btrfs_key item_key;	/* where the ROOT_ITEM is */
 	bool has_item;
 	bool dirty;			/* root moved or item changed: rewrite item */
-	uint64_t last_snapshot;		/* blocks at or below may be shared */
 };
 
 /* A pending change of an extent's references or flags (a delayed ref). */
@@ -128,7 +126,6 @@ struct ubt_trans {
 	size_t ndirty, dirty_cap;
 	struct ubt_dref *refs;
 	size_t nrefs, refs_cap;
-	bool chunk_root_dirty;
 	bool committing;		/* commit work uses every reserve */
 	bool allocating_chunk;		/* inside ubt_alloc_chunk */
 };
@@ -222,6 +219,15 @@ uint64_t ubt_meta_free_bytes(struct ubt_wfs *w, bool system);
  * (nothing changed).
  */
 int ubt_reserve_metadata(struct ubt_trans *t, bool deleting);
+/* During commit: a new metadata chunk when the queued work may not fit
+ * (devices full: carry on with what is left). */
+int ubt_commit_space(struct ubt_trans *t);
+/* A data extent of up to `want` bytes (a sector multiple) in a data group:
+ * the first free run from the group's cursor, at least a sector.
+ * -ENOSPC when no data group has a free sector. */
+int ubt_alloc_data_extent(struct ubt_trans *t, uint64_t want, uint64_t *bytenr, uint64_t *got);
+/* Free bytes in the data groups (not counting pinned space). */
+uint64_t ubt_data_free_bytes(struct ubt_wfs *w);
 /* A new chunk of this kind (BTRFS_BLOCK_GROUP_DATA or _METADATA), in the
  * profile the filesystem uses for it (chunk_w.c).  -ENOSPC if the devices
  * have no room. */

@@ -1,0 +1,659 @@
+/*
+ * trans layer: writing file data.
+ *
+ * A write allocates data extents in the data block groups (new data chunks
+ * when they run out), writes the bytes there at once - the space is not
+ * referenced by the last commit, so a crash before the next commit only
+ * loses the write - with their checksums in the csum tree (unless the inode
+ * is NODATASUM), and replaces the file's EXTENT_DATA items over the range:
+ * items inside it go (their data reference with them), items reaching in
+ * are trimmed (the reference key root/inode/key.offset - offset stays the
+ * same), an item spanning it is split in two (its data extent gains a
+ * second reference of the same key).  Small files (size <= 2048, the
+ * kernel's max_inline default, and below a sector) are stored inline.
+ * Without NO_HOLES every gap gets an explicit hole item.  The inode's size,
+ * nbytes, transid, sequence and times follow.
+ *
+ * A data extent whose last reference goes is freed at commit with its
+ * checksums (extent_w.c).
+ */
+#include "trans/file_w.h"
+
+#include "base/base.h"
+#include "trans/csum_w.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define MAX_INLINE 2048u
+#define MAX_EXTENT (128ull * 1024 * 1024)
+
+struct fw {
+	struct ubt_trans *t;
+	struct ubt_fs *fs;
+	struct ubt_wroot *root;
+	uint64_t ino;
+	struct btrfs_inode_item inode;
+	int64_t nbytes_delta;
+};
+
+static bool no_holes(const struct ubt_fs *fs)
+{
+	return btrfs_super_incompat_flags(&fs->vol->super) & BTRFS_FEATURE_INCOMPAT_NO_HOLES;
+}
+
+static int read_inode(struct fw *w)
+{
+	struct btrfs_key key = { w->ino, BTRFS_INODE_ITEM_KEY, 0 };
+	struct ubt_path path;
+	int ret;
+
+	ubt_path_init(&path);
+	ret = ubt_search_slot(&w->fs->tree, &w->root->ref, &key, &path);
+	if (ret == 0) {
+		if (ubt_eb_item_size(path.nodes[0], path.slots[0]) < sizeof(w->inode))
+			ret = -EUCLEAN;
+		else
+			memcpy(&w->inode, ubt_eb_item_data(path.nodes[0], path.slots[0]),
+			       sizeof(w->inode));
+	} else if (ret == 1) {
+		ret = -ENOENT;
+	}
+	ubt_path_release(&w->fs->tree, &path);
+	return ret;
+}
+
+static int write_inode(struct fw *w)
+{
+	struct btrfs_key key = { w->ino, BTRFS_INODE_ITEM_KEY, 0 };
+	struct ubt_path path;
+	int ret;
+
+	int64_t nb = (int64_t)btrfs_inode_nbytes(&w->inode) + w->nbytes_delta;
+	if (nb < 0)
+		return UBT_CORRUPT(0, "inode %llu nbytes below zero", (unsigned long long)w->ino);
+	btrfs_set_inode_nbytes(&w->inode, (uint64_t)nb);
+	w->nbytes_delta = 0;
+	ubt_path_init(&path);
+	ret = ubt_search_slot_w(w->t, w->root, &key, &path, 0);
+	if (ret == 0)
+		memcpy(ubt_eb_witem_data(path.nodes[0], path.slots[0]), &w->inode, sizeof(w->inode));
+	else if (ret == 1)
+		ret = -ENOENT;
+	ubt_path_release(&w->fs->tree, &path);
+	return ret;
+}
+
+static int data_ref(struct fw *w, uint64_t bytenr, uint64_t num_bytes, uint64_t file_off,
+		    uint64_t ext_offset, int delta, bool new_extent)
+{
+	struct ubt_dref r = { 0 };
+
+	r.bytenr = bytenr;
+	r.num_bytes = num_bytes;
+	r.type = BTRFS_EXTENT_DATA_REF_KEY;
+	r.root = w->root->objectid;
+	r.owner = w->ino;
+	r.offset = file_off - ext_offset;
+	r.delta = delta;
+	r.new_block = new_extent;
+	return ubt_dref_queue(w->t, &r);
+}
+
+/* Insert an EXTENT_DATA item (copy of fi) at file offset `off`. */
+static int insert_extent_item(struct fw *w, uint64_t off, const struct btrfs_file_extent_item *fi)
+{
+	struct btrfs_key key = { w->ino, BTRFS_EXTENT_DATA_KEY, off };
+	uint8_t *p;
+	int ret = ubt_insert_item(w->t, w->root, &key, sizeof(*fi), &p);
+
+	if (!ret)
+		memcpy(p, fi, sizeof(*fi));
+	return ret;
+}
+
+static int item_at_path(struct fw *w, struct ubt_path *path, struct btrfs_key *key,
+			struct btrfs_file_extent_item *fi)
+{
+	ubt_eb_item_key(path->nodes[0], path->slots[0], key);
+	if (key->objectid != w->ino || key->type != BTRFS_EXTENT_DATA_KEY)
+		return 1;
+	uint32_t size = ubt_eb_item_size(path->nodes[0], path->slots[0]);
+	memset(fi, 0, sizeof(*fi));
+	memcpy(fi, ubt_eb_item_data(path->nodes[0], path->slots[0]),
+	       UBT_MIN(size, (uint32_t)sizeof(*fi)));
+	return 0;
+}
+
+/* The extent item with the largest offset <= pos (0), or none (1). */
+static int item_le(struct fw *w, uint64_t pos, struct btrfs_key *key,
+		   struct btrfs_file_extent_item *fi)
+{
+	struct btrfs_key k = { w->ino, BTRFS_EXTENT_DATA_KEY, pos };
+	struct ubt_path path;
+	int ret;
+
+	ubt_path_init(&path);
+	ret = ubt_search_le(&w->fs->tree, &w->root->ref, &k, &path);
+	if (ret == 0)
+		ret = item_at_path(w, &path, key, fi);
+	ubt_path_release(&w->fs->tree, &path);
+	return ret;
+}
+
+/* The extent item with the smallest offset >= pos (0), or none (1). */
+static int item_ge(struct fw *w, uint64_t pos, struct btrfs_key *key,
+		   struct btrfs_file_extent_item *fi)
+{
+	struct btrfs_key k = { w->ino, BTRFS_EXTENT_DATA_KEY, pos };
+	struct ubt_path path;
+	int ret;
+
+	ubt_path_init(&path);
+	ret = ubt_search_slot(&w->fs->tree, &w->root->ref, &k, &path);
+	if (ret == 1 && path.slots[0] >= (int)ubt_eb_nritems(path.nodes[0])) {
+		path.slots[0]--;
+		ret = ubt_next_item(&w->fs->tree, &path);
+	} else if (ret == 1) {
+		ret = 0;
+	}
+	if (ret == 0)
+		ret = item_at_path(w, &path, key, fi);
+	ubt_path_release(&w->fs->tree, &path);
+	return ret;
+}
+
+static uint64_t extent_end(const struct btrfs_key *key, const struct btrfs_file_extent_item *fi)
+{
+	if (btrfs_file_extent_type(fi) == BTRFS_FILE_EXTENT_INLINE)
+		return key->offset + btrfs_file_extent_ram_bytes(fi);
+	return key->offset + btrfs_file_extent_num_bytes(fi);
+}
+
+/* Remove one item's coverage of [start, end) (it overlaps the range). */
+static int drop_one(struct fw *w, const struct btrfs_key *key,
+		    const struct btrfs_file_extent_item *fi, uint64_t start, uint64_t end)
+{
+	uint64_t es = key->offset, ee = extent_end(key, fi);
+	int ret;
+
+	if (btrfs_file_extent_type(fi) == BTRFS_FILE_EXTENT_INLINE)
+		return UBT_CORRUPT(0, "inode %llu: inline extent inside a write",
+				   (unsigned long long)w->ino);
+	uint64_t disk = btrfs_file_extent_disk_bytenr(fi);
+	uint64_t dlen = btrfs_file_extent_disk_num_bytes(fi);
+	uint64_t xoff = btrfs_file_extent_offset(fi);
+	bool counts = disk != 0;
+	ret = ubt_delete_key(w->t, w->root, key);
+	if (ret)
+		return ret;
+	if (counts)
+		w->nbytes_delta -= (int64_t)(ee - es);
+	int pieces = 0;
+	if (es < start) {	/* keep the front */
+		struct btrfs_file_extent_item f = *fi;
+		btrfs_set_file_extent_num_bytes(&f, start - es);
+		ret = insert_extent_item(w, es, &f);
+		if (ret)
+			return ret;
+		if (counts)
+			w->nbytes_delta += (int64_t)(start - es);
+		pieces++;
+	}
+	if (ee > end) {		/* keep the back */
+		struct btrfs_file_extent_item f = *fi;
+		btrfs_set_file_extent_offset(&f, xoff + (end - es));
+		btrfs_set_file_extent_num_bytes(&f, ee - end);
+		ret = insert_extent_item(w, end, &f);
+		if (ret)
+			return ret;
+		if (counts)
+			w->nbytes_delta += (int64_t)(ee - end);
+		pieces++;
+	}
+	/* Every piece references the extent under the same data ref key
+	 * (key.offset - offset does not change). */
+	if (counts && pieces != 1)
+		ret = data_ref(w, disk, dlen, es, xoff, pieces - 1, false);
+	return ret;
+}
+
+/* Remove every extent item's coverage of [start, end). */
+static int drop_extents(struct fw *w, uint64_t start, uint64_t end)
+{
+	struct btrfs_key key;
+	struct btrfs_file_extent_item fi;
+	int ret;
+
+	/* The one item that may begin before the range and reach into it. */
+	ret = item_le(w, start, &key, &fi);
+	if (ret < 0)
+		return ret;
+	if (ret == 0 && key.offset < start && extent_end(&key, &fi) > start) {
+		ret = drop_one(w, &key, &fi, start, end);
+		if (ret)
+			return ret;
+	}
+	/* Items beginning inside it; a back piece left at `end` stops this. */
+	for (;;) {
+		ret = item_ge(w, start, &key, &fi);
+		if (ret == 1)
+			return 0;
+		if (ret)
+			return ret;
+		if (key.offset >= end)
+			return 0;
+		ret = drop_one(w, &key, &fi, start, end);
+		if (ret)
+			return ret;
+	}
+}
+
+/* A data extent of up to `want` bytes (sector multiple) in a data group,
+ * with a new data chunk when none has room. */
+static int alloc_data(struct fw *w, uint64_t want, uint64_t *bytenr, uint64_t *got)
+{
+	int ret = ubt_alloc_data_extent(w->t, want, bytenr, got);
+
+	if (ret != -ENOSPC)
+		return ret;
+	w->t->allocating_chunk = true;
+	ret = ubt_alloc_chunk(w->t, BTRFS_BLOCK_GROUP_DATA);
+	w->t->allocating_chunk = false;
+	if (ret)
+		return ret;
+	return ubt_alloc_data_extent(w->t, want, bytenr, got);
+}
+
+/* Refuse a write of `bytes` new data bytes up front when the data groups
+ * (and the devices, for a new chunk) cannot hold it: nothing changes. */
+static int reserve_data(struct fw *w, uint64_t bytes)
+{
+	if (ubt_data_free_bytes(w->t->w) >= bytes)
+		return 0;
+	w->t->allocating_chunk = true;
+	int ret = ubt_alloc_chunk(w->t, BTRFS_BLOCK_GROUP_DATA);
+	w->t->allocating_chunk = false;
+	if (ret)
+		return ret;
+	return ubt_data_free_bytes(w->t->w) >= bytes ? 0 : -ENOSPC;
+}
+
+static int write_inline(struct fw *w, const uint8_t *data, size_t len)
+{
+	size_t hdr = btrfs_file_extent_inline_start();
+	struct btrfs_key key = { w->ino, BTRFS_EXTENT_DATA_KEY, 0 };
+	uint8_t *p;
+	int ret = ubt_insert_item(w->t, w->root, &key, (uint32_t)(hdr + len), &p);
+
+	if (ret)
+		return ret;
+	struct btrfs_file_extent_item *fi = (void *)p;
+	btrfs_set_file_extent_generation(fi, w->t->transid);
+	btrfs_set_file_extent_ram_bytes(fi, len);
+	btrfs_set_file_extent_compression(fi, BTRFS_COMPRESS_NONE);
+	btrfs_set_file_extent_type(fi, BTRFS_FILE_EXTENT_INLINE);
+	memcpy(p + hdr, data, len);
+	w->nbytes_delta += (int64_t)len;
+	return 0;
+}
+
+/* Write [off, off + len) as regular extents (the range has no items). */
+static int write_regular(struct fw *w, uint64_t off, const uint8_t *data, size_t len)
+{
+	struct ubt_fs *fs = w->fs;
+	uint32_t ss = fs->sectorsize;
+	bool sum = !(btrfs_inode_flags(&w->inode) & BTRFS_INODE_NODATASUM);
+	size_t done = 0;
+	int ret = 0;
+
+	while (done < len) {
+		uint64_t want = UBT_MIN(UBT_ALIGN_UP((uint64_t)(len - done), (uint64_t)ss), MAX_EXTENT);
+		uint64_t bytenr, got;
+		ret = alloc_data(w, want, &bytenr, &got);
+		if (ret)
+			return ret;
+		size_t take = (size_t)UBT_MIN((uint64_t)(len - done), got);
+		/* Whole sectors on disk: the tail is zero padding. */
+		uint8_t *buf = calloc(1, (size_t)got);
+		if (!buf)
+			return -ENOMEM;
+		memcpy(buf, data + done, take);
+		ret = ubt_volume_write(fs->vol, bytenr, buf, (size_t)got);
+		if (!ret && sum) {
+			size_t nsect = (size_t)(got / ss);
+			uint8_t *cs = malloc(nsect * fs->csum_size);
+			if (!cs)
+				ret = -ENOMEM;
+			if (!ret)
+				ret = ubt_csum_data(fs, buf, (size_t)got, cs);
+			if (!ret)
+				ret = ubt_csum_insert(w->t, bytenr, cs, nsect);
+			free(cs);
+		}
+		free(buf);
+		if (ret)
+			return ret;
+		struct btrfs_file_extent_item fi = { 0 };
+		btrfs_set_file_extent_generation(&fi, w->t->transid);
+		btrfs_set_file_extent_ram_bytes(&fi, got);
+		btrfs_set_file_extent_type(&fi, BTRFS_FILE_EXTENT_REG);
+		btrfs_set_file_extent_disk_bytenr(&fi, bytenr);
+		btrfs_set_file_extent_disk_num_bytes(&fi, got);
+		btrfs_set_file_extent_offset(&fi, 0);
+		/* The item covers whole sectors: the file size decides what
+		 * is visible. */
+		uint64_t cover = UBT_ALIGN_UP((uint64_t)take, (uint64_t)ss);
+		btrfs_set_file_extent_num_bytes(&fi, cover);
+		ret = insert_extent_item(w, off + done, &fi);
+		if (!ret)
+			ret = data_ref(w, bytenr, got, off + done, 0, +1, true);
+		if (ret)
+			return ret;
+		w->nbytes_delta += (int64_t)cover;
+		done += take;
+	}
+	return 0;
+}
+
+/* A hole item [start, end) (without NO_HOLES). */
+static int insert_hole(struct fw *w, uint64_t start, uint64_t end)
+{
+	struct btrfs_file_extent_item fi = { 0 };
+
+	if (end <= start || no_holes(w->fs))
+		return 0;
+	btrfs_set_file_extent_generation(&fi, w->t->transid);
+	btrfs_set_file_extent_ram_bytes(&fi, end - start);
+	btrfs_set_file_extent_type(&fi, BTRFS_FILE_EXTENT_REG);
+	btrfs_set_file_extent_num_bytes(&fi, end - start);
+	return insert_extent_item(w, start, &fi);
+}
+
+/* Read the file's inline extent (if any) and remove it: *data (malloc'd),
+ * *len its bytes; NULL when there is none. */
+static int take_inline(struct fw *w, uint8_t **data, size_t *len)
+{
+	struct btrfs_key key = { w->ino, BTRFS_EXTENT_DATA_KEY, 0 };
+	struct ubt_path path;
+	int ret;
+
+	*data = NULL;
+	*len = 0;
+	ubt_path_init(&path);
+	ret = ubt_search_slot(&w->fs->tree, &w->root->ref, &key, &path);
+	if (ret == 1) {
+		ubt_path_release(&w->fs->tree, &path);
+		return 0;
+	}
+	if (ret < 0)
+		return ret;
+	const uint8_t *p = ubt_eb_item_data(path.nodes[0], path.slots[0]);
+	uint32_t size = ubt_eb_item_size(path.nodes[0], path.slots[0]);
+	const struct btrfs_file_extent_item *fi = (const void *)p;
+	size_t hdr = btrfs_file_extent_inline_start();
+	if (size < hdr || btrfs_file_extent_type(fi) != BTRFS_FILE_EXTENT_INLINE) {
+		ubt_path_release(&w->fs->tree, &path);
+		return 0;
+	}
+	if (btrfs_file_extent_compression(fi) != BTRFS_COMPRESS_NONE) {
+		ubt_path_release(&w->fs->tree, &path);
+		ubt_log(UBT_LOG_ERROR, "rewriting compressed inline extents is not supported yet");
+		return -EOPNOTSUPP;
+	}
+	*len = size - hdr;
+	*data = malloc(*len + 1);
+	if (!*data) {
+		ubt_path_release(&w->fs->tree, &path);
+		return -ENOMEM;
+	}
+	memcpy(*data, p + hdr, *len);
+	uint64_t ram = btrfs_file_extent_ram_bytes(fi);
+	ubt_path_release(&w->fs->tree, &path);
+	ret = ubt_delete_key(w->t, w->root, &key);
+	if (!ret)
+		w->nbytes_delta -= (int64_t)ram;
+	if (ram < *len)
+		*len = (size_t)ram;
+	return ret;
+}
+
+/*
+ * Before the size grows past isize: the bytes of isize's sector beyond it
+ * must read as zeros, but the disk may hold anything there (the kernel
+ * leaves old bytes past a truncation).  Rewrite that sector zero-padded.
+ */
+static int zero_tail(struct fw *w, uint64_t subvol, uint64_t isize)
+{
+	uint32_t ss = w->fs->sectorsize;
+	uint64_t a = isize & ~((uint64_t)ss - 1);
+	const struct ubt_subvol *sv;
+	int ret;
+
+	if (isize % ss == 0)
+		return 0;
+	uint8_t *sec = calloc(1, ss);
+	if (!sec)
+		return -ENOMEM;
+	ret = ubt_fs_subvol(w->fs, subvol, &sv);
+	if (!ret) {
+		struct ubt_inode in = { w->ino, sv, w->inode };
+		ssize_t n = ubt_file_read(w->fs, &in, sec, (size_t)(isize - a), a);
+		if (n < 0)
+			ret = (int)n;
+	}
+	if (!ret)
+		ret = reserve_data(w, ss);
+	if (!ret)
+		ret = drop_extents(w, a, a + ss);
+	if (!ret)
+		ret = write_regular(w, a, sec, (size_t)(isize - a));
+	free(sec);
+	return ret;
+}
+
+static void touch(struct fw *w, const struct btrfs_timespec *now)
+{
+	btrfs_set_inode_transid(&w->inode, w->t->transid);
+	btrfs_set_inode_sequence(&w->inode, btrfs_inode_sequence(&w->inode) + 1);
+	if (now) {
+		w->inode.mtime = *now;
+		w->inode.ctime = *now;
+	}
+}
+
+static int fw_open(struct fw *w, struct ubt_trans *t, uint64_t subvol, uint64_t ino)
+{
+	memset(w, 0, sizeof(*w));
+	w->t = t;
+	w->fs = t->w->fs;
+	w->ino = ino;
+	int ret = ubt_wroot_get(t, subvol, &w->root);
+	if (!ret)
+		ret = read_inode(w);
+	if (!ret && !S_ISREG(btrfs_inode_mode(&w->inode)))
+		ret = S_ISDIR(btrfs_inode_mode(&w->inode)) ? -EISDIR : -EINVAL;
+	return ret;
+}
+
+int ubt_file_write(struct ubt_trans *t, uint64_t subvol, uint64_t ino, uint64_t off,
+		   const void *buf, size_t len, const struct btrfs_timespec *now)
+{
+	struct fw w;
+	int ret = fw_open(&w, t, subvol, ino);
+
+	if (ret)
+		return ret;
+	if (len == 0)
+		return 0;
+	if (off + len < off)
+		return -EFBIG;
+	uint64_t isize = btrfs_inode_size(&w.inode);
+	uint64_t new_size = UBT_MAX(isize, off + len);
+	uint32_t ss = w.fs->sectorsize;
+
+	/* An inline extent is absorbed into the write (rewritten whole). */
+	uint8_t *old;
+	size_t old_len;
+	ret = take_inline(&w, &old, &old_len);
+	if (ret)
+		return ret;
+	const uint8_t *data = buf;
+	uint8_t *merged = NULL;
+	if (old) {
+		uint64_t end = UBT_MAX((uint64_t)old_len, off + len);
+		merged = calloc(1, (size_t)end);
+		if (!merged) {
+			free(old);
+			return -ENOMEM;
+		}
+		memcpy(merged, old, old_len);
+		memcpy(merged + off, buf, len);
+		free(old);
+		data = merged;
+		len = (size_t)end;
+		off = 0;
+	}
+	if (off == 0 && new_size <= MAX_INLINE && new_size < ss && len == new_size) {
+		ret = drop_extents(&w, 0, UBT_ALIGN_UP(new_size, (uint64_t)ss));
+		if (!ret)
+			ret = write_inline(&w, data, len);
+	} else {
+		uint64_t a = off & ~((uint64_t)ss - 1);
+		uint64_t b = UBT_ALIGN_UP(off + len, (uint64_t)ss);
+		/* Partial sectors at the edges: read-modify-write through the
+		 * read side so whole sectors are rewritten. */
+		uint8_t *whole = NULL;
+		if (a != off || (b != off + len && off + len < isize)) {
+			whole = calloc(1, (size_t)(b - a));
+			if (!whole) {
+				ret = -ENOMEM;
+				goto out;
+			}
+			struct ubt_inode in = { w.ino, NULL, w.inode };
+			const struct ubt_subvol *sv;
+			ret = ubt_fs_subvol(w.fs, subvol, &sv);
+			if (!ret) {
+				in.sv = sv;
+				ssize_t n = ubt_file_read(w.fs, &in, whole, (size_t)(b - a), a);
+				if (n < 0)
+					ret = (int)n;
+			}
+			if (ret) {
+				free(whole);
+				goto out;
+			}
+			memcpy(whole + (off - a), data, len);
+			data = whole;
+			len = (size_t)(b - a);
+			off = a;
+		}
+		uint64_t old_end = UBT_ALIGN_UP(isize, (uint64_t)ss);
+		ret = 0;
+		if (off >= old_end)
+			ret = zero_tail(&w, subvol, isize);
+		if (!ret)
+			ret = reserve_data(&w, UBT_ALIGN_UP((uint64_t)len, (uint64_t)ss));
+		if (!ret)
+			ret = drop_extents(&w, off, UBT_ALIGN_UP(off + len, (uint64_t)ss));
+		if (!ret && off > old_end)
+			ret = insert_hole(&w, old_end, off);
+		if (!ret)
+			ret = write_regular(&w, off, data, len);
+		free(whole);
+	}
+	if (!ret) {
+		btrfs_set_inode_size(&w.inode, new_size);
+		touch(&w, now);
+		ret = write_inode(&w);
+	}
+out:
+	free(merged);
+	return ret;
+}
+
+int ubt_file_truncate(struct ubt_trans *t, uint64_t subvol, uint64_t ino, uint64_t size,
+		      const struct btrfs_timespec *now)
+{
+	struct fw w;
+	int ret = fw_open(&w, t, subvol, ino);
+
+	if (ret)
+		return ret;
+	uint64_t isize = btrfs_inode_size(&w.inode);
+	uint32_t ss = w.fs->sectorsize;
+	if (size == isize) {
+		touch(&w, now);
+		return write_inode(&w);
+	}
+	uint8_t *old;
+	size_t old_len;
+	ret = take_inline(&w, &old, &old_len);
+	if (ret)
+		return ret;
+	if (old) {
+		/* Rewrite what remains: inline again when it still fits, else as
+		 * a regular extent from 0. */
+		uint8_t *c = calloc(1, (size_t)UBT_MAX(size, 1));
+		if (!c) {
+			free(old);
+			return -ENOMEM;
+		}
+		memcpy(c, old, (size_t)UBT_MIN((uint64_t)old_len, size));
+		free(old);
+		if (size == 0)
+			ret = 0;
+		else if (size <= MAX_INLINE && size < ss)
+			ret = write_inline(&w, c, (size_t)size);
+		else {
+			ret = reserve_data(&w, UBT_ALIGN_UP(size, (uint64_t)ss));
+			if (!ret)
+				ret = write_regular(&w, 0, c, (size_t)size);
+		}
+		free(c);
+		if (ret)
+			return ret;
+		btrfs_set_inode_size(&w.inode, size);
+		touch(&w, now);
+		return write_inode(&w);
+	}
+	if (size < isize) {
+		uint64_t keep = UBT_ALIGN_UP(size, (uint64_t)ss);
+		ret = drop_extents(&w, keep, UINT64_MAX - ss);
+		/* The partial sector at the new end keeps stale bytes past
+		 * `size` on disk; reads stop at i_size, and a later extension
+		 * must read zeros there: rewrite that sector zero-padded. */
+		if (!ret && size % ss) {
+			uint64_t a = size & ~((uint64_t)ss - 1);
+			uint8_t *sec = calloc(1, ss);
+			struct ubt_inode in = { w.ino, NULL, w.inode };
+			const struct ubt_subvol *sv;
+			if (!sec)
+				ret = -ENOMEM;
+			if (!ret)
+				ret = ubt_fs_subvol(w.fs, subvol, &sv);
+			if (!ret) {
+				in.sv = sv;
+				ssize_t n = ubt_file_read(w.fs, &in, sec, (size_t)(size - a), a);
+				if (n < 0)
+					ret = (int)n;
+			}
+			if (!ret)
+				ret = drop_extents(&w, a, a + ss);
+			if (!ret)
+				ret = write_regular(&w, a, sec, (size_t)(size - a));
+			free(sec);
+		}
+	} else {
+		uint64_t old_end = UBT_ALIGN_UP(isize, (uint64_t)ss);
+		ret = zero_tail(&w, subvol, isize);
+		if (!ret)
+			ret = insert_hole(&w, old_end, UBT_ALIGN_UP(size, (uint64_t)ss));
+	}
+	if (ret)
+		return ret;
+	btrfs_set_inode_size(&w.inode, size);
+	touch(&w, now);
+	return write_inode(&w);
+}

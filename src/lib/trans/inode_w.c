@@ -1,0 +1,1524 @@
+/*
+ * trans layer: namespace operations (see inode_w.h).
+ *
+ * On-disk rules followed here (btrfs documentation, compared with what the
+ * kernel writes):
+ *   - a new inode: INODE_ITEM with generation = transid = the transaction,
+ *     nlink 1 (directories keep nlink 1 for life), sequence 0, the four
+ *     times equal; an INODE_REF (inode, INODE_REF, parent dir) holding
+ *     { index, name_len, name }; a symlink also has an uncompressed inline
+ *     EXTENT_DATA at offset 0 holding the target, with size = nbytes =
+ *     target length; devices keep rdev as major << 20 | minor.
+ *   - flags from the parent directory: NOCOMPRESS or else COMPRESS, and
+ *     NODATACOW (with NODATASUM for regular files); the algorithm of a
+ *     "btrfs.compression" property of the parent passes on to new regular
+ *     files and directories (not under NODATACOW) as their own property.
+ *     (The kernel does so while it has the parent's properties loaded; it
+ *     skips loading them when an inode's xattrs begin in the leaf after its
+ *     inode item, a layout accident not followed here.)
+ *   - a directory entry is a DIR_ITEM keyed by the name hash (several names
+ *     with one hash share the item, appended in turn) and a DIR_INDEX keyed
+ *     by the directory's next index (highest + 1, from 2); the directory's
+ *     size grows by 2 x name length.
+ *   - more names of an inode in one directory share its INODE_REF item;
+ *     when the item would outgrow a leaf item, the name goes to an
+ *     INODE_EXTREF (inode, INODE_EXTREF, crc32c(parent, name)) with the
+ *     EXTENDED_IREF feature and is refused with EMLINK without it.
+ *   - xattrs are XATTR_ITEMs keyed by the name hash, with a zero location
+ *     key; a replaced value is written in place (with the new transid).
+ *   - the sequence (NFS i_version) counts changes as the kernel counts
+ *     them: +1 per link added or removed in a directory, per setattr, per
+ *     xattr change, per name added or removed of an inode; rename adds one
+ *     more to both directories and to the inode moved (and to a replaced
+ *     inode).
+ *   - every change sets the subvolume's ROOT_ITEM ctransid and ctime.
+ */
+#include "trans/inode_w.h"
+
+#include "base/base.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define DIR_START_INDEX 2
+#define IDX_SLOTS 4096			/* cached directory counters (power of 2) */
+#define XATTR_NAME_MAX_LEN 255
+#define XATTR_VALUE_MAX 65536
+#define SYMLINK_PATH_MAX 4096		/* PATH_MAX: targets up to 4095 bytes */
+#define COMPRESSION_XATTR "btrfs.compression"
+
+struct idx_slot {
+	uint64_t subvol, dir, next;	/* dir 0: empty */
+};
+
+struct ino_next {
+	uint64_t subvol, next;
+};
+
+struct ubt_ns {
+	struct ubt_fs *fs;
+	struct ino_next *inos;
+	size_t ninos;
+	struct idx_slot *idx;
+	size_t nidx;
+};
+
+/* One operation in progress. */
+struct nsop {
+	struct ubt_ns *ns;
+	struct ubt_trans *t;
+	struct ubt_fs *fs;
+	struct ubt_wroot *root;
+	const struct ubt_subvol *sv;
+	uint64_t subvol;
+	struct ubt_ns_time now;
+	bool changed;			/* the tree changed: a failure now aborts */
+	bool keep_root_time;		/* setattr without a ctime */
+};
+
+/* ---- the writer state ---------------------------------------------------- */
+
+int ubt_ns_new(struct ubt_fs *fs, struct ubt_ns **out)
+{
+	struct ubt_ns *ns = calloc(1, sizeof(*ns));
+
+	*out = NULL;
+	if (!ns)
+		return -ENOMEM;
+	ns->idx = calloc(IDX_SLOTS, sizeof(*ns->idx));
+	if (!ns->idx) {
+		free(ns);
+		return -ENOMEM;
+	}
+	ns->fs = fs;
+	*out = ns;
+	return 0;
+}
+
+void ubt_ns_free(struct ubt_ns *ns)
+{
+	if (!ns)
+		return;
+	free(ns->inos);
+	free(ns->idx);
+	free(ns);
+}
+
+static uint32_t max_item_size(const struct ubt_fs *fs)
+{
+	return btrfs_leaf_data_size(fs->nodesize) - (uint32_t)sizeof(struct btrfs_item);
+}
+
+size_t ubt_ns_max_symlink(const struct ubt_fs *fs)
+{
+	size_t inl = max_item_size(fs) - btrfs_file_extent_inline_start();
+	return UBT_MIN(inl, (size_t)SYMLINK_PATH_MAX - 1);
+}
+
+size_t ubt_ns_max_xattr(const struct ubt_fs *fs)
+{
+	return max_item_size(fs) - sizeof(struct btrfs_dir_item);
+}
+
+static bool has_extref(const struct ubt_fs *fs)
+{
+	return btrfs_super_incompat_flags(&fs->vol->super) & BTRFS_FEATURE_INCOMPAT_EXTENDED_IREF;
+}
+
+/* ---- operation frame ------------------------------------------------------ */
+
+static int op_begin(struct nsop *o, struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol,
+		    struct ubt_ns_time now)
+{
+	int ret;
+
+	memset(o, 0, sizeof(*o));
+	o->ns = ns;
+	o->t = t;
+	o->fs = ns->fs;
+	o->subvol = subvol;
+	o->now = now;
+	if (t->w->fs != ns->fs)
+		return -EINVAL;
+	if (t->w->aborted)
+		return -EROFS;
+	ret = ubt_fs_subvol(o->fs, subvol, &o->sv);
+	if (ret)
+		return ret;
+	if (o->sv->readonly)
+		return -EROFS;
+	return ubt_wroot_get(t, subvol, &o->root);
+}
+
+/* A failure after the first change leaves a half-done operation: abort. */
+static int op_end(struct nsop *o, int ret)
+{
+	if (ret < 0 && o->changed && !o->t->w->aborted) {
+		ubt_log(UBT_LOG_ERROR, "namespace operation failed half way (%s): aborting",
+			ubt_strerror(ret));
+		o->t->w->aborted = true;
+		o->t->w->abort_err = ret;
+	}
+	return ret;
+}
+
+/* Reserve before the first change (ENOSPC leaves everything as it was). */
+static int op_reserve(struct nsop *o, bool deleting)
+{
+	int ret = ubt_reserve_metadata(o->t, deleting);
+	if (!ret)
+		o->changed = true;
+	return ret;
+}
+
+static void set_time(struct btrfs_timespec *ts, struct ubt_ns_time t)
+{
+	btrfs_set_timespec_sec(ts, (uint64_t)t.sec);
+	btrfs_set_timespec_nsec(ts, t.nsec);
+}
+
+static void touch_root(struct nsop *o)
+{
+	btrfs_set_root_ctransid(&o->root->item, o->t->transid);
+	if (!o->keep_root_time)
+		set_time(btrfs_root_ctime(&o->root->item), o->now);
+	o->root->dirty = true;
+	ubt_wroot_publish(o->t, o->root);
+}
+
+static int check_name(const char *name, size_t len)
+{
+	if (len == 0)
+		return -ENOENT;
+	if (len > BTRFS_NAME_LEN)
+		return -ENAMETOOLONG;
+	if (memchr(name, '/', len) || memchr(name, 0, len) ||
+	    (len == 1 && name[0] == '.') || (len == 2 && name[0] == '.' && name[1] == '.'))
+		return -EINVAL;
+	return 0;
+}
+
+/* ---- reading (through the read side) -------------------------------------- */
+
+static int read_inode(struct nsop *o, uint64_t ino, struct btrfs_inode_item *ii)
+{
+	struct ubt_inode in;
+	int ret;
+
+	if (ino == BTRFS_EMPTY_SUBVOL_DIR_OBJECTID)
+		return -EPERM;
+	if (ino < BTRFS_FIRST_FREE_OBJECTID || ino > BTRFS_LAST_FREE_OBJECTID)
+		return -ENOENT;
+	ret = ubt_inode_read(o->fs, o->sv, ino, &in);
+	if (!ret)
+		*ii = in.item;
+	return ret;
+}
+
+static int read_dir(struct nsop *o, uint64_t dir, struct btrfs_inode_item *ii)
+{
+	int ret = read_inode(o, dir, ii);
+	if (!ret && !S_ISDIR(btrfs_inode_mode(ii)))
+		ret = -ENOTDIR;
+	return ret;
+}
+
+/* An entry of `dir`: 0 with the inode number, -ENOENT, -EXDEV for an entry
+ * that leads to another subvolume. */
+static int lookup(struct nsop *o, uint64_t dir, const char *name, size_t len, uint64_t *ino,
+		  uint8_t *type)
+{
+	struct ubt_inode d = { .ino = dir, .sv = o->sv };
+	struct btrfs_key loc;
+	uint8_t ft;
+	int ret = ubt_dir_lookup(o->fs, &d, name, len, &loc, &ft);
+
+	if (ret)
+		return ret;
+	if (loc.type != BTRFS_INODE_ITEM_KEY)
+		return -EXDEV;
+	*ino = loc.objectid;
+	if (type)
+		*type = ft;
+	return 0;
+}
+
+int ubt_ns_lookup(struct ubt_fs *fs, uint64_t subvol, uint64_t dir, const char *name, size_t len,
+		  uint64_t *ino, uint8_t *type)
+{
+	const struct ubt_subvol *sv;
+	struct ubt_inode d;
+	struct btrfs_key loc;
+	int ret = ubt_fs_subvol(fs, subvol, &sv);
+
+	if (ret)
+		return ret;
+	ret = ubt_inode_read(fs, sv, dir, &d);
+	if (ret)
+		return ret;
+	if (!S_ISDIR(ubt_inode_mode(&d)))
+		return -ENOTDIR;
+	ret = ubt_dir_lookup(fs, &d, name, len, &loc, type);
+	if (ret)
+		return ret;
+	if (loc.type != BTRFS_INODE_ITEM_KEY)
+		return -EXDEV;
+	*ino = loc.objectid;
+	return 0;
+}
+
+/* ---- packed entries: dir items, xattrs, inode refs, extrefs ---------------- */
+
+enum ekind { E_DIR, E_REF, E_EXTREF };
+
+struct entry {
+	uint32_t off, size;		/* within the item */
+	uint64_t index;			/* E_REF, E_EXTREF */
+};
+
+/* Size of the entry at p (avail bytes in the item from p), 0 if it does not
+ * fit; its name and, for extrefs, parent. */
+static uint32_t entry_parse(enum ekind k, const uint8_t *p, uint32_t avail, const uint8_t **name,
+			    uint32_t *nlen, uint64_t *parent, uint64_t *index)
+{
+	uint32_t hdr, size;
+
+	*parent = 0;
+	*index = 0;
+	switch (k) {
+	case E_DIR: {
+		const struct btrfs_dir_item *di = (const void *)p;
+		hdr = sizeof(*di);
+		if (avail < hdr)
+			return 0;
+		*nlen = btrfs_dir_name_len(di);
+		size = hdr + *nlen + btrfs_dir_data_len(di);
+		break;
+	}
+	case E_REF: {
+		const struct btrfs_inode_ref *r = (const void *)p;
+		hdr = sizeof(*r);
+		if (avail < hdr)
+			return 0;
+		*nlen = btrfs_inode_ref_name_len(r);
+		*index = btrfs_inode_ref_index(r);
+		size = hdr + *nlen;
+		break;
+	}
+	default: {
+		const struct btrfs_inode_extref *r = (const void *)p;
+		hdr = sizeof(*r);
+		if (avail < hdr)
+			return 0;
+		*nlen = btrfs_inode_extref_name_len(r);
+		*index = btrfs_inode_extref_index(r);
+		*parent = btrfs_inode_extref_parent_objectid(r);
+		size = hdr + *nlen;
+		break;
+	}
+	}
+	if (size > avail)
+		return 0;
+	*name = p + hdr;
+	return size;
+}
+
+/* Find the entry `name` (of `parent`, for extrefs) in an item's body:
+ * 1 found, 0 not, <0 corrupt. */
+static int entry_find(enum ekind k, const uint8_t *p, uint32_t size, uint64_t parent,
+		      const char *name, size_t len, struct entry *e, uint64_t where)
+{
+	uint32_t off = 0;
+
+	while (off < size) {
+		const uint8_t *n;
+		uint32_t nl;
+		uint64_t par, index;
+		uint32_t es = entry_parse(k, p + off, size - off, &n, &nl, &par, &index);
+		if (!es)
+			return UBT_CORRUPT(where, "packed entry overruns its item");
+		if (nl == len && !memcmp(n, name, len) && (k != E_EXTREF || par == parent)) {
+			e->off = off;
+			e->size = es;
+			e->index = index;
+			return 1;
+		}
+		off += es;
+	}
+	return 0;
+}
+
+/* Read side: the item at key (size 0 if none) and the entry `name` in it. */
+static int probe(struct nsop *o, const struct btrfs_key *key, enum ekind k, uint64_t parent,
+		 const char *name, size_t len, uint32_t *item_size, struct entry *e)
+{
+	struct ubt_path path;
+	int ret;
+
+	*item_size = 0;
+	ubt_path_init(&path);
+	ret = ubt_search_slot(&o->fs->tree, &o->sv->root, key, &path);
+	if (ret == 0) {
+		*item_size = ubt_eb_item_size(path.nodes[0], path.slots[0]);
+		ret = entry_find(k, ubt_eb_item_data(path.nodes[0], path.slots[0]), *item_size,
+				 parent, name, len, e, path.nodes[0]->start);
+	} else if (ret == 1) {
+		ret = 0;
+	}
+	ubt_path_release(&o->fs->tree, &path);
+	return ret;
+}
+
+/* Add an entry to the item at key: a new item, or appended to the item
+ * already there (hash collision, more names). */
+static int item_append(struct nsop *o, const struct btrfs_key *key, const void *entry,
+		       uint32_t esz)
+{
+	struct ubt_path path;
+	uint8_t *p;
+	int ret = ubt_insert_item(o->t, o->root, key, esz, &p);
+
+	if (ret == 0) {
+		memcpy(p, entry, esz);
+		return 0;
+	}
+	if (ret != -EEXIST)
+		return ret;
+	ubt_path_init(&path);
+	ret = ubt_search_slot_grow(o->t, o->root, key, &path, esz);
+	if (ret == 1)
+		ret = UBT_CORRUPT(0, "item (%llu %u %llu) vanished", (unsigned long long)key->objectid,
+				  key->type, (unsigned long long)key->offset);
+	if (ret == 0) {
+		uint32_t old = ubt_eb_item_size(path.nodes[0], path.slots[0]);
+		ret = ubt_extend_item(o->t, &path, esz);
+		if (!ret)
+			memcpy(ubt_eb_witem_data(path.nodes[0], path.slots[0]) + old, entry, esz);
+	}
+	ubt_path_release(&o->fs->tree, &path);
+	return ret;
+}
+
+/* Remove the entry `name` from the item at key (the item goes with its
+ * last entry). */
+static int item_remove(struct nsop *o, const struct btrfs_key *key, enum ekind k,
+		       uint64_t parent, const char *name, size_t len)
+{
+	struct ubt_path path;
+	struct entry e;
+	int ret;
+
+	ubt_path_init(&path);
+	ret = ubt_search_slot_w(o->t, o->root, key, &path, -1);
+	if (ret == 1)
+		ret = UBT_CORRUPT(0, "item (%llu %u %llu) vanished", (unsigned long long)key->objectid,
+				  key->type, (unsigned long long)key->offset);
+	if (ret)
+		goto out;
+	struct ubt_eb *leaf = path.nodes[0];
+	int slot = path.slots[0];
+	uint32_t size = ubt_eb_item_size(leaf, slot);
+	uint8_t *p = ubt_eb_witem_data(leaf, slot);
+	ret = entry_find(k, p, size, parent, name, len, &e, leaf->start);
+	if (ret == 0)
+		ret = UBT_CORRUPT(leaf->start, "entry '%.*s' vanished from its item", (int)len, name);
+	if (ret < 0)
+		goto out;
+	if (e.size == size)
+		return ubt_del_items(o->t, o->root, &path, 1);	/* releases the path */
+	memmove(p + e.off, p + e.off + e.size, size - e.off - e.size);
+	ret = ubt_truncate_item(o->t, &path, size - e.size, false);
+out:
+	ubt_path_release(&o->fs->tree, &path);
+	return ret;
+}
+
+/* A dir item / xattr entry in buf (room for 30 + name + data). */
+static uint32_t build_dirent(uint8_t *buf, const struct btrfs_key *location, uint64_t transid,
+			     uint8_t type, const char *name, size_t len, const void *data,
+			     size_t dlen)
+{
+	struct btrfs_dir_item *di = (void *)buf;
+
+	memset(di, 0, sizeof(*di));
+	btrfs_cpu_key_to_disk(btrfs_dir_location(di), location);
+	btrfs_set_dir_transid(di, transid);
+	btrfs_set_dir_data_len(di, (uint16_t)dlen);
+	btrfs_set_dir_name_len(di, (uint16_t)len);
+	btrfs_set_dir_type(di, type);
+	memcpy(buf + sizeof(*di), name, len);
+	if (dlen)
+		memcpy(buf + sizeof(*di) + len, data, dlen);
+	return (uint32_t)(sizeof(*di) + len + dlen);
+}
+
+/* ---- counters -------------------------------------------------------------- */
+
+static struct idx_slot *idx_slot(struct ubt_ns *ns, uint64_t subvol, uint64_t dir, bool *found)
+{
+	uint64_t h = (subvol * 0x9E3779B97F4A7C15ULL) ^ (dir * 0xC2B2AE3D27D4EB4FULL);
+	size_t i = (size_t)(h ^ (h >> 29)) & (IDX_SLOTS - 1);
+
+	for (;; i = (i + 1) & (IDX_SLOTS - 1)) {
+		struct idx_slot *s = &ns->idx[i];
+		if (s->dir == 0) {
+			*found = false;
+			return s;
+		}
+		if (s->dir == dir && s->subvol == subvol) {
+			*found = true;
+			return s;
+		}
+	}
+}
+
+/* The directory's next DIR_INDEX: cached, else the highest there + 1.
+ * Like the kernel's counter it is not given back when an operation fails
+ * after taking it, and an evicted counter restarts from what is there. */
+static int next_index(struct nsop *o, uint64_t dir, uint64_t *index)
+{
+	struct ubt_ns *ns = o->ns;
+	bool found;
+	struct idx_slot *s = idx_slot(ns, o->subvol, dir, &found);
+
+	if (!found) {
+		struct btrfs_key key = { dir, BTRFS_DIR_INDEX_KEY, (uint64_t)-1 };
+		struct ubt_path path;
+		uint64_t next = DIR_START_INDEX;
+		ubt_path_init(&path);
+		int ret = ubt_search_le(&o->fs->tree, &o->sv->root, &key, &path);
+		if (ret == 0) {
+			struct btrfs_key k;
+			ubt_eb_item_key(path.nodes[0], path.slots[0], &k);
+			if (k.objectid == dir && k.type == BTRFS_DIR_INDEX_KEY)
+				next = UBT_MAX(k.offset + 1, (uint64_t)DIR_START_INDEX);
+		}
+		ubt_path_release(&o->fs->tree, &path);
+		if (ret < 0)
+			return ret;
+		if (ns->nidx >= IDX_SLOTS * 3 / 4) {
+			memset(ns->idx, 0, IDX_SLOTS * sizeof(*ns->idx));
+			ns->nidx = 0;
+			s = idx_slot(ns, o->subvol, dir, &found);
+		}
+		s->subvol = o->subvol;
+		s->dir = dir;
+		s->next = next;
+		ns->nidx++;
+	}
+	*index = s->next++;
+	return 0;
+}
+
+/* A new inode number: the highest in the tree + 1 at first use, counted
+ * up from there (never reused while ns lives), as the kernel does. */
+static int next_ino(struct nsop *o, uint64_t *ino)
+{
+	struct ubt_ns *ns = o->ns;
+	struct ino_next *n = NULL;
+
+	for (size_t i = 0; i < ns->ninos; i++)
+		if (ns->inos[i].subvol == o->subvol)
+			n = &ns->inos[i];
+	if (!n) {
+		struct btrfs_key key = { BTRFS_LAST_FREE_OBJECTID, (uint8_t)-1, (uint64_t)-1 };
+		struct ubt_path path;
+		uint64_t next = BTRFS_FIRST_FREE_OBJECTID;
+		ubt_path_init(&path);
+		int ret = ubt_search_le(&o->fs->tree, &o->sv->root, &key, &path);
+		if (ret == 0) {
+			struct btrfs_key k;
+			ubt_eb_item_key(path.nodes[0], path.slots[0], &k);
+			if (k.objectid >= BTRFS_FIRST_FREE_OBJECTID)
+				next = k.objectid + 1;
+		}
+		ubt_path_release(&o->fs->tree, &path);
+		if (ret < 0)
+			return ret;
+		struct ino_next *v = realloc(ns->inos, (ns->ninos + 1) * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		ns->inos = v;
+		n = &v[ns->ninos++];
+		n->subvol = o->subvol;
+		n->next = next;
+	}
+	if (n->next >= BTRFS_LAST_FREE_OBJECTID)
+		return -ENOSPC;
+	*ino = n->next++;
+	return 0;
+}
+
+/* ---- inode items ----------------------------------------------------------- */
+
+static int write_inode(struct nsop *o, uint64_t ino, const struct btrfs_inode_item *ii)
+{
+	struct btrfs_key key = { ino, BTRFS_INODE_ITEM_KEY, 0 };
+	struct ubt_path path;
+	int ret;
+
+	ubt_path_init(&path);
+	ret = ubt_search_slot_w(o->t, o->root, &key, &path, 0);
+	if (ret == 1)
+		ret = UBT_CORRUPT(0, "inode %llu vanished", (unsigned long long)ino);
+	if (ret == 0) {
+		if (ubt_eb_item_size(path.nodes[0], path.slots[0]) < sizeof(*ii))
+			ret = UBT_CORRUPT(path.nodes[0]->start, "inode %llu item too small",
+					  (unsigned long long)ino);
+		else
+			memcpy(ubt_eb_witem_data(path.nodes[0], path.slots[0]), ii, sizeof(*ii));
+	}
+	ubt_path_release(&o->fs->tree, &path);
+	return ret;
+}
+
+/* Changed in this transaction: transid, `seq` more on the change counter,
+ * ctime (and mtime) now. */
+static void touch(struct nsop *o, struct btrfs_inode_item *ii, unsigned seq, bool mtime)
+{
+	btrfs_set_inode_transid(ii, o->t->transid);
+	btrfs_set_inode_sequence(ii, btrfs_inode_sequence(ii) + seq);
+	set_time(btrfs_inode_ctime(ii), o->now);
+	if (mtime)
+		set_time(btrfs_inode_mtime(ii), o->now);
+}
+
+static void dir_resize(struct btrfs_inode_item *dir, size_t len, bool add)
+{
+	uint64_t size = btrfs_inode_size(dir);
+	uint64_t d = 2 * (uint64_t)len;
+	btrfs_set_inode_size(dir, add ? size + d : (size >= d ? size - d : 0));
+}
+
+/* Does the inode have data extents (which deleting it would have to free)? */
+static int has_data_extents(struct nsop *o, uint64_t ino)
+{
+	struct btrfs_key min = { ino, BTRFS_EXTENT_DATA_KEY, 0 };
+	struct btrfs_key max = { ino, BTRFS_EXTENT_DATA_KEY, (uint64_t)-1 };
+	struct ubt_iter it;
+	int ret, found = 0;
+
+	ubt_iter_start(&it, &o->fs->tree, &o->sv->root, &min, &max);
+	while ((ret = ubt_iter_next(&it)) == 0) {
+		const struct btrfs_file_extent_item *fi = (const void *)it.data;
+		if (it.size <= btrfs_file_extent_inline_start()) {
+			ret = UBT_CORRUPT(it.leaf->start, "file extent item too small");
+			break;
+		}
+		if (btrfs_file_extent_type(fi) == BTRFS_FILE_EXTENT_INLINE)
+			continue;
+		if (it.size < sizeof(*fi)) {
+			ret = UBT_CORRUPT(it.leaf->start, "file extent item too small");
+			break;
+		}
+		if (btrfs_file_extent_disk_bytenr(fi) != 0) {
+			found = 1;
+			break;
+		}
+	}
+	ubt_iter_end(&it);
+	return ret < 0 ? ret : found;
+}
+
+/* Delete every item of an inode (its last link is gone). */
+static int delete_inode(struct nsop *o, uint64_t ino)
+{
+	struct btrfs_key min = { ino, 0, 0 };
+	struct btrfs_key max = { ino, (uint8_t)-1, (uint64_t)-1 };
+	struct btrfs_key *keys = NULL;
+	size_t n = 0, cap = 0;
+	struct ubt_iter it;
+	int ret;
+
+	ubt_iter_start(&it, &o->fs->tree, &o->sv->root, &min, &max);
+	while ((ret = ubt_iter_next(&it)) == 0) {
+		if (n == cap) {
+			cap = cap ? cap * 2 : 16;
+			struct btrfs_key *v = realloc(keys, cap * sizeof(*v));
+			if (!v) {
+				ret = -ENOMEM;
+				break;
+			}
+			keys = v;
+		}
+		keys[n++] = it.key;
+	}
+	ubt_iter_end(&it);
+	if (ret < 0)
+		goto out;
+	ret = 0;
+	for (size_t i = 0; i < n && !ret;) {
+		struct ubt_path path;
+		ubt_path_init(&path);
+		ret = ubt_search_slot_w(o->t, o->root, &keys[i], &path, -1);
+		if (ret == 1)
+			ret = UBT_CORRUPT(0, "item of inode %llu vanished", (unsigned long long)ino);
+		if (ret) {
+			ubt_path_release(&o->fs->tree, &path);
+			break;
+		}
+		/* The run of this inode's items in the leaf, from the slot. */
+		struct ubt_eb *leaf = path.nodes[0];
+		int slot = path.slots[0], run = 0;
+		while (slot + run < (int)ubt_eb_nritems(leaf) && i + (size_t)run < n) {
+			struct btrfs_key k;
+			ubt_eb_item_key(leaf, slot + run, &k);
+			if (btrfs_comp_keys(&k, &keys[i + (size_t)run]) != 0)
+				break;
+			run++;
+		}
+		ret = ubt_del_items(o->t, o->root, &path, run);
+		i += (size_t)run;
+	}
+out:
+	free(keys);
+	return ret;
+}
+
+/* ---- references ------------------------------------------------------------ */
+
+struct ref_loc {
+	bool ext;			/* an INODE_EXTREF entry */
+	uint64_t index;
+	uint32_t size;			/* of the entry */
+};
+
+static void extref_key(struct btrfs_key *key, uint64_t ino, uint64_t dir, const char *name,
+		       size_t len)
+{
+	key->objectid = ino;
+	key->type = BTRFS_INODE_EXTREF_KEY;
+	key->offset = ubt_extref_hash(dir, name, len);
+}
+
+/* Where the name (dir, name) of inode ino is recorded. */
+static int ref_find(struct nsop *o, uint64_t ino, uint64_t dir, const char *name, size_t len,
+		    struct ref_loc *r)
+{
+	struct btrfs_key key = { ino, BTRFS_INODE_REF_KEY, dir };
+	struct entry e;
+	uint32_t isz;
+	int ret = probe(o, &key, E_REF, 0, name, len, &isz, &e);
+
+	if (ret == 0) {
+		extref_key(&key, ino, dir, name, len);
+		ret = probe(o, &key, E_EXTREF, dir, name, len, &isz, &e);
+		r->ext = true;
+	} else {
+		r->ext = false;
+	}
+	if (ret == 0)
+		return UBT_CORRUPT(0, "inode %llu has no reference for '%.*s' in directory %llu",
+				   (unsigned long long)ino, (int)len, name, (unsigned long long)dir);
+	if (ret < 0)
+		return ret;
+	r->index = e.index;
+	r->size = e.size;
+	return 0;
+}
+
+/* Would a new name fit?  `freed`: bytes the operation removes from the
+ * INODE_REF of (ino, dir) before adding.  0, -EMLINK or -EOVERFLOW. */
+static int ref_room(struct nsop *o, uint64_t ino, uint64_t dir, const char *name, size_t len,
+		    uint32_t freed)
+{
+	struct btrfs_key key = { ino, BTRFS_INODE_REF_KEY, dir };
+	struct entry e;
+	uint32_t isz;
+	uint32_t max = max_item_size(o->fs);
+	int ret = probe(o, &key, E_REF, 0, name, len, &isz, &e);
+
+	if (ret < 0)
+		return ret;
+	isz -= UBT_MIN(isz, freed);
+	if (isz == 0 || isz + sizeof(struct btrfs_inode_ref) + len <= max)
+		return 0;
+	if (!has_extref(o->fs))
+		return -EMLINK;
+	extref_key(&key, ino, dir, name, len);
+	ret = probe(o, &key, E_EXTREF, dir, name, len, &isz, &e);
+	if (ret < 0)
+		return ret;
+	if (isz && isz + sizeof(struct btrfs_inode_extref) + len > max)
+		return -EMLINK;
+	return 0;
+}
+
+static int ref_add(struct nsop *o, uint64_t ino, uint64_t dir, const char *name, size_t len,
+		   uint64_t index)
+{
+	uint8_t buf[sizeof(struct btrfs_inode_extref) + BTRFS_NAME_LEN];
+	struct btrfs_key key = { ino, BTRFS_INODE_REF_KEY, dir };
+	struct entry e;
+	uint32_t isz;
+	int ret = probe(o, &key, E_REF, 0, name, len, &isz, &e);
+
+	if (ret < 0)
+		return ret;
+	if (ret == 1)
+		return UBT_CORRUPT(0, "inode %llu already has the name '%.*s'",
+				   (unsigned long long)ino, (int)len, name);
+	if (isz == 0 || isz + sizeof(struct btrfs_inode_ref) + len <= max_item_size(o->fs)) {
+		struct btrfs_inode_ref *r = (void *)buf;
+		btrfs_set_inode_ref_index(r, index);
+		btrfs_set_inode_ref_name_len(r, (uint16_t)len);
+		memcpy(buf + sizeof(*r), name, len);
+		return item_append(o, &key, buf, (uint32_t)(sizeof(*r) + len));
+	}
+	if (!has_extref(o->fs))
+		return -EMLINK;
+	struct btrfs_inode_extref *x = (void *)buf;
+	btrfs_set_inode_extref_parent_objectid(x, dir);
+	btrfs_set_inode_extref_index(x, index);
+	btrfs_set_inode_extref_name_len(x, (uint16_t)len);
+	memcpy(buf + sizeof(*x), name, len);
+	extref_key(&key, ino, dir, name, len);
+	return item_append(o, &key, buf, (uint32_t)(sizeof(*x) + len));
+}
+
+static int ref_remove(struct nsop *o, uint64_t ino, uint64_t dir, const char *name, size_t len,
+		      const struct ref_loc *r)
+{
+	struct btrfs_key key = { ino, BTRFS_INODE_REF_KEY, dir };
+
+	if (!r->ext)
+		return item_remove(o, &key, E_REF, 0, name, len);
+	extref_key(&key, ino, dir, name, len);
+	return item_remove(o, &key, E_EXTREF, dir, name, len);
+}
+
+/* ---- directory entries ----------------------------------------------------- */
+
+static uint8_t mode_to_ft(uint32_t mode)
+{
+	switch (mode & S_IFMT) {
+	case S_IFREG: return BTRFS_FT_REG_FILE;
+	case S_IFDIR: return BTRFS_FT_DIR;
+	case S_IFCHR: return BTRFS_FT_CHRDEV;
+	case S_IFBLK: return BTRFS_FT_BLKDEV;
+	case S_IFIFO: return BTRFS_FT_FIFO;
+	case S_IFSOCK: return BTRFS_FT_SOCK;
+	case S_IFLNK: return BTRFS_FT_SYMLINK;
+	default: return BTRFS_FT_UNKNOWN;
+	}
+}
+
+/* Would a new entry fit in the DIR_ITEM of its hash?  `freed`: bytes the
+ * operation removes from that item first.  0 or -EOVERFLOW. */
+static int dirent_room(struct nsop *o, uint64_t dir, const char *name, size_t len, uint32_t freed)
+{
+	struct btrfs_key key = { dir, BTRFS_DIR_ITEM_KEY, ubt_name_hash(name, len) };
+	struct entry e;
+	uint32_t isz;
+	int ret = probe(o, &key, E_DIR, 0, name, len, &isz, &e);
+
+	if (ret < 0)
+		return ret;
+	isz -= UBT_MIN(isz, freed);
+	if (isz && isz + sizeof(struct btrfs_dir_item) + len > max_item_size(o->fs))
+		return -EOVERFLOW;
+	return 0;
+}
+
+static int dirent_add(struct nsop *o, uint64_t dir, const char *name, size_t len, uint64_t ino,
+		      uint8_t ft, uint64_t index)
+{
+	uint8_t buf[sizeof(struct btrfs_dir_item) + BTRFS_NAME_LEN];
+	struct btrfs_key loc = { ino, BTRFS_INODE_ITEM_KEY, 0 };
+	uint32_t esz = build_dirent(buf, &loc, o->t->transid, ft, name, len, NULL, 0);
+	struct btrfs_key key = { dir, BTRFS_DIR_ITEM_KEY, ubt_name_hash(name, len) };
+	int ret = item_append(o, &key, buf, esz);
+
+	if (ret)
+		return ret;
+	key.type = BTRFS_DIR_INDEX_KEY;
+	key.offset = index;
+	uint8_t *p;
+	ret = ubt_insert_item(o->t, o->root, &key, esz, &p);
+	if (ret == -EEXIST)
+		return UBT_CORRUPT(0, "directory %llu index %llu taken", (unsigned long long)dir,
+				   (unsigned long long)index);
+	if (!ret)
+		memcpy(p, buf, esz);
+	return ret;
+}
+
+static int dirent_remove(struct nsop *o, uint64_t dir, const char *name, size_t len,
+			 uint64_t index)
+{
+	struct btrfs_key key = { dir, BTRFS_DIR_ITEM_KEY, ubt_name_hash(name, len) };
+	int ret = item_remove(o, &key, E_DIR, 0, name, len);
+
+	if (ret)
+		return ret;
+	key.type = BTRFS_DIR_INDEX_KEY;
+	key.offset = index;
+	ret = ubt_delete_key(o->t, o->root, &key);
+	if (ret == -ENOENT)
+		ret = UBT_CORRUPT(0, "directory %llu has no index %llu for '%.*s'",
+				  (unsigned long long)dir, (unsigned long long)index, (int)len, name);
+	return ret;
+}
+
+/* ---- create ---------------------------------------------------------------- */
+
+/* The "btrfs.compression" property of the parent, if any (value in buf). */
+static ssize_t parent_compression(struct nsop *o, uint64_t dir, char *buf, size_t size)
+{
+	ssize_t n = ubt_xattr_get(o->fs, o->sv, dir, COMPRESSION_XATTR, buf, size);
+	if (n == -ENODATA || n == -ERANGE)
+		return 0;
+	return n;
+}
+
+int ubt_ns_create(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint64_t dir,
+		  const char *name, size_t len, const struct ubt_ns_new_inode *a,
+		  struct ubt_ns_time now, uint64_t *ino_out)
+{
+	struct nsop o;
+	struct btrfs_inode_item dii, ii;
+	uint32_t type = a->mode & S_IFMT;
+	uint64_t ino, index, dummy;
+	bool lnk = type == S_IFLNK;
+	char prop[64];
+	ssize_t plen = 0;
+	int ret;
+
+	if (mode_to_ft(a->mode) == BTRFS_FT_UNKNOWN)
+		return -EINVAL;
+	if (lnk && a->target_len == 0)
+		return -ENOENT;
+	if (lnk && a->target_len >= SYMLINK_PATH_MAX)
+		return -ENAMETOOLONG;
+	if ((type == S_IFCHR || type == S_IFBLK) &&
+	    (a->rdev_major >= (1u << 12) || a->rdev_minor >= (1u << 20)))
+		return -EINVAL;
+	ret = check_name(name, len);
+	if (ret)
+		return ret;
+	ret = op_begin(&o, ns, t, subvol, now);
+	if (!ret)
+		ret = read_dir(&o, dir, &dii);
+	if (ret)
+		return ret;
+	ret = lookup(&o, dir, name, len, &dummy, NULL);
+	if (ret == 0 || ret == -EXDEV)
+		return -EEXIST;
+	if (ret != -ENOENT)
+		return ret;
+	if (lnk && a->target_len > ubt_ns_max_symlink(o.fs))
+		return -ENAMETOOLONG;
+	ret = dirent_room(&o, dir, name, len, 0);
+	if (ret)
+		return ret;
+
+	/* Flags and properties the new inode inherits. */
+	uint64_t pflags = btrfs_inode_flags(&dii), flags = 0;
+	if (pflags & BTRFS_INODE_NOCOMPRESS)
+		flags |= BTRFS_INODE_NOCOMPRESS;
+	else if (pflags & BTRFS_INODE_COMPRESS)
+		flags |= BTRFS_INODE_COMPRESS;
+	if (pflags & BTRFS_INODE_NODATACOW) {
+		flags |= BTRFS_INODE_NODATACOW;
+		if (type == S_IFREG)
+			flags |= BTRFS_INODE_NODATASUM;
+	}
+	if ((type == S_IFREG || type == S_IFDIR) && !(flags & BTRFS_INODE_NODATACOW)) {
+		/* The algorithm passes on (without a level: "zstd:3" gives
+		 * "zstd"); "no"/"none" does not (the NOCOMPRESS flag does). */
+		plen = parent_compression(&o, dir, prop, sizeof(prop));
+		if (plen < 0)
+			return (int)plen;
+		static const char *const algs[] = { "zlib", "lzo", "zstd" };
+		const char *alg = NULL;
+		for (size_t i = 0; plen > 0 && i < UBT_ARRAY_SIZE(algs); i++)
+			if ((size_t)plen >= strlen(algs[i]) && !memcmp(prop, algs[i], strlen(algs[i])))
+				alg = algs[i];
+		plen = 0;
+		if (alg) {
+			plen = (ssize_t)strlen(alg);
+			memcpy(prop, alg, (size_t)plen);
+			flags &= ~BTRFS_INODE_NOCOMPRESS;
+			flags |= BTRFS_INODE_COMPRESS;
+		}
+	}
+
+	ret = next_ino(&o, &ino);
+	if (!ret)
+		ret = next_index(&o, dir, &index);
+	if (!ret)
+		ret = op_reserve(&o, false);
+	if (ret)
+		return ret;
+
+	memset(&ii, 0, sizeof(ii));
+	btrfs_set_inode_generation(&ii, t->transid);
+	btrfs_set_inode_transid(&ii, t->transid);
+	btrfs_set_inode_nlink(&ii, 1);
+	btrfs_set_inode_uid(&ii, a->uid);
+	btrfs_set_inode_gid(&ii, a->gid);
+	btrfs_set_inode_mode(&ii, lnk ? (S_IFLNK | 0777) : (type | (a->mode & 07777)));
+	if (type == S_IFCHR || type == S_IFBLK)
+		btrfs_set_inode_rdev(&ii, ((uint64_t)a->rdev_major << 20) | a->rdev_minor);
+	btrfs_set_inode_flags(&ii, flags);
+	if (lnk) {
+		btrfs_set_inode_size(&ii, a->target_len);
+		btrfs_set_inode_nbytes(&ii, a->target_len);
+	}
+	set_time(btrfs_inode_atime(&ii), now);
+	set_time(btrfs_inode_ctime(&ii), now);
+	set_time(btrfs_inode_mtime(&ii), now);
+	set_time(btrfs_inode_otime(&ii), now);
+
+	struct btrfs_key key = { ino, BTRFS_INODE_ITEM_KEY, 0 };
+	uint8_t *p;
+	ret = ubt_insert_item(t, o.root, &key, sizeof(ii), &p);
+	if (ret == -EEXIST)
+		ret = UBT_CORRUPT(0, "new inode number %llu is taken", (unsigned long long)ino);
+	if (ret)
+		return op_end(&o, ret);
+	memcpy(p, &ii, sizeof(ii));
+	ret = ref_add(&o, ino, dir, name, len, index);
+	if (!ret && plen > 0) {
+		uint8_t buf[sizeof(struct btrfs_dir_item) + sizeof(COMPRESSION_XATTR) + sizeof(prop)];
+		struct btrfs_key zero = { 0, 0, 0 };
+		uint32_t esz = build_dirent(buf, &zero, t->transid, BTRFS_FT_XATTR, COMPRESSION_XATTR,
+					    strlen(COMPRESSION_XATTR), prop, (size_t)plen);
+		struct btrfs_key xk = { ino, BTRFS_XATTR_ITEM_KEY,
+					ubt_name_hash(COMPRESSION_XATTR, strlen(COMPRESSION_XATTR)) };
+		ret = item_append(&o, &xk, buf, esz);
+	}
+	if (!ret && lnk) {
+		size_t isz = btrfs_file_extent_inline_start() + a->target_len;
+		key.type = BTRFS_EXTENT_DATA_KEY;
+		key.offset = 0;
+		ret = ubt_insert_item(t, o.root, &key, (uint32_t)isz, &p);
+		if (!ret) {
+			struct btrfs_file_extent_item *fi = (void *)p;
+			btrfs_set_file_extent_generation(fi, t->transid);
+			btrfs_set_file_extent_ram_bytes(fi, a->target_len);
+			btrfs_set_file_extent_compression(fi, BTRFS_COMPRESS_NONE);
+			btrfs_set_file_extent_type(fi, BTRFS_FILE_EXTENT_INLINE);
+			memcpy(p + btrfs_file_extent_inline_start(), a->target, a->target_len);
+		}
+	}
+	if (!ret)
+		ret = dirent_add(&o, dir, name, len, ino, mode_to_ft(a->mode), index);
+	if (!ret) {
+		dir_resize(&dii, len, true);
+		touch(&o, &dii, 1, true);
+		ret = write_inode(&o, dir, &dii);
+	}
+	if (ret)
+		return op_end(&o, ret);
+	touch_root(&o);
+	if (ino_out)
+		*ino_out = ino;
+	return 0;
+}
+
+/* ---- link, unlink, rmdir -------------------------------------------------- */
+
+int ubt_ns_link(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint64_t ino,
+		uint64_t dir, const char *name, size_t len, struct ubt_ns_time now)
+{
+	struct nsop o;
+	struct btrfs_inode_item dii, ii;
+	uint64_t index, dummy;
+	int ret;
+
+	ret = check_name(name, len);
+	if (ret)
+		return ret;
+	ret = op_begin(&o, ns, t, subvol, now);
+	if (!ret)
+		ret = read_inode(&o, ino, &ii);
+	if (!ret)
+		ret = read_dir(&o, dir, &dii);
+	if (ret)
+		return ret;
+	ret = lookup(&o, dir, name, len, &dummy, NULL);
+	if (ret == 0 || ret == -EXDEV)
+		return -EEXIST;
+	if (ret != -ENOENT)
+		return ret;
+	if (S_ISDIR(btrfs_inode_mode(&ii)))
+		return -EPERM;
+	if (btrfs_inode_nlink(&ii) == 0)
+		return -ENOENT;
+	if (btrfs_inode_nlink(&ii) >= BTRFS_LINK_MAX)
+		return -EMLINK;
+	/* The kernel takes the index before it finds the reference full. */
+	ret = next_index(&o, dir, &index);
+	if (!ret)
+		ret = ref_room(&o, ino, dir, name, len, 0);
+	if (ret == -EMLINK) {
+		/* ... and by then it has stamped the inode's ctime and change
+		 * counter, which it writes although the link fails. */
+		ret = op_reserve(&o, false);
+		if (ret)
+			return ret;
+		touch(&o, &ii, 1, false);
+		ret = write_inode(&o, ino, &ii);
+		if (ret)
+			return op_end(&o, ret);
+		touch_root(&o);
+		return -EMLINK;
+	}
+	if (!ret)
+		ret = dirent_room(&o, dir, name, len, 0);
+	if (!ret)
+		ret = op_reserve(&o, false);
+	if (ret)
+		return ret;
+	ret = ref_add(&o, ino, dir, name, len, index);
+	if (!ret)
+		ret = dirent_add(&o, dir, name, len, ino, mode_to_ft(btrfs_inode_mode(&ii)), index);
+	if (!ret) {
+		btrfs_set_inode_nlink(&ii, btrfs_inode_nlink(&ii) + 1);
+		touch(&o, &ii, 1, false);
+		ret = write_inode(&o, ino, &ii);
+	}
+	if (!ret) {
+		dir_resize(&dii, len, true);
+		touch(&o, &dii, 1, true);
+		ret = write_inode(&o, dir, &dii);
+	}
+	if (ret)
+		return op_end(&o, ret);
+	touch_root(&o);
+	return 0;
+}
+
+/*
+ * Remove the name (dir, name) of inode ino: dir item entry, dir index,
+ * reference; the inode loses a link (seq_inode more on its counter) and
+ * goes with its last one.  The caller has checked everything and writes
+ * the directory.
+ */
+static int remove_name(struct nsop *o, uint64_t dir, const char *name, size_t len, uint64_t ino,
+		       struct btrfs_inode_item *ii, const struct ref_loc *r, unsigned seq_inode)
+{
+	int ret = dirent_remove(o, dir, name, len, r->index);
+
+	if (!ret)
+		ret = ref_remove(o, ino, dir, name, len, r);
+	if (ret)
+		return ret;
+	uint32_t nlink = btrfs_inode_nlink(ii);
+	if (S_ISDIR(btrfs_inode_mode(ii)) || nlink <= 1)
+		return delete_inode(o, ino);
+	btrfs_set_inode_nlink(ii, nlink - 1);
+	touch(o, ii, seq_inode, false);
+	return write_inode(o, ino, ii);
+}
+
+/* Can the inode be deleted by dropping its last link here? */
+static int check_deletable(struct nsop *o, uint64_t ino, const struct btrfs_inode_item *ii)
+{
+	if (!S_ISDIR(btrfs_inode_mode(ii)) && btrfs_inode_nlink(ii) > 1)
+		return 0;
+	int ret = has_data_extents(o, ino);
+	if (ret < 0)
+		return ret;
+	return ret ? -EOPNOTSUPP : 0;
+}
+
+static int unlink_common(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint64_t dir,
+			 const char *name, size_t len, struct ubt_ns_time now, bool rmdir)
+{
+	struct nsop o;
+	struct btrfs_inode_item dii, ii;
+	struct ref_loc r;
+	uint64_t ino;
+	int ret;
+
+	if (len == 0)
+		return -ENOENT;
+	if (len > BTRFS_NAME_LEN)
+		return -ENAMETOOLONG;
+	ret = op_begin(&o, ns, t, subvol, now);
+	if (!ret)
+		ret = read_dir(&o, dir, &dii);
+	if (ret)
+		return ret;
+	ret = lookup(&o, dir, name, len, &ino, NULL);
+	if (ret == -EXDEV)
+		return rmdir ? -EOPNOTSUPP : -EISDIR;
+	if (!ret)
+		ret = read_inode(&o, ino, &ii);
+	if (ret)
+		return ret;
+	if (rmdir) {
+		if (!S_ISDIR(btrfs_inode_mode(&ii)))
+			return -ENOTDIR;
+		if (btrfs_inode_size(&ii) != 0)
+			return -ENOTEMPTY;
+	} else if (S_ISDIR(btrfs_inode_mode(&ii))) {
+		return -EISDIR;
+	}
+	ret = check_deletable(&o, ino, &ii);
+	if (!ret)
+		ret = ref_find(&o, ino, dir, name, len, &r);
+	if (!ret)
+		ret = op_reserve(&o, true);
+	if (ret)
+		return ret;
+	ret = remove_name(&o, dir, name, len, ino, &ii, &r, 1);
+	if (!ret) {
+		dir_resize(&dii, len, false);
+		touch(&o, &dii, 1, true);
+		ret = write_inode(&o, dir, &dii);
+	}
+	if (ret)
+		return op_end(&o, ret);
+	touch_root(&o);
+	return 0;
+}
+
+int ubt_ns_unlink(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint64_t dir,
+		  const char *name, size_t len, struct ubt_ns_time now)
+{
+	return unlink_common(ns, t, subvol, dir, name, len, now, false);
+}
+
+int ubt_ns_rmdir(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint64_t dir,
+		 const char *name, size_t len, struct ubt_ns_time now)
+{
+	return unlink_common(ns, t, subvol, dir, name, len, now, true);
+}
+
+/* ---- rename ---------------------------------------------------------------- */
+
+/* The parent of directory d (its one INODE_REF). */
+static int dir_parent(struct nsop *o, uint64_t d, uint64_t *parent)
+{
+	struct btrfs_key min = { d, BTRFS_INODE_REF_KEY, 0 };
+	struct btrfs_key max = { d, BTRFS_INODE_EXTREF_KEY, (uint64_t)-1 };
+	struct ubt_iter it;
+	int ret;
+
+	ubt_iter_start(&it, &o->fs->tree, &o->sv->root, &min, &max);
+	ret = ubt_iter_next(&it);
+	if (ret == 0) {
+		if (it.key.type == BTRFS_INODE_REF_KEY)
+			*parent = it.key.offset;
+		else if (it.size >= sizeof(struct btrfs_inode_extref))
+			*parent = btrfs_inode_extref_parent_objectid((const void *)it.data);
+		else
+			ret = UBT_CORRUPT(it.leaf->start, "extref too small");
+	} else if (ret == 1) {
+		ret = UBT_CORRUPT(0, "directory %llu has no parent", (unsigned long long)d);
+	}
+	ubt_iter_end(&it);
+	return ret;
+}
+
+/* Is directory anc an ancestor of directory d, or d itself?  1 yes, 0 no. */
+static int is_ancestor(struct nsop *o, uint64_t anc, uint64_t d)
+{
+	uint64_t top = btrfs_root_root_dirid(&o->sv->item);
+
+	for (unsigned steps = 0; steps < 1u << 20; steps++) {
+		if (d == anc)
+			return 1;
+		if (d == top)
+			return 0;
+		uint64_t p;
+		int ret = dir_parent(o, d, &p);
+		if (ret)
+			return ret;
+		if (p == d)
+			return 0;
+		d = p;
+	}
+	return UBT_CORRUPT(0, "directory %llu: parent chain loops", (unsigned long long)d);
+}
+
+int ubt_ns_rename(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint64_t olddir,
+		  const char *oldname, size_t oldlen, uint64_t newdir, const char *newname,
+		  size_t newlen, struct ubt_ns_time now)
+{
+	struct nsop o;
+	struct btrfs_inode_item odi, ndi, sii, tii;
+	struct ref_loc sref, tref;
+	uint64_t src, tgt = 0, index;
+	bool same = olddir == newdir, has_tgt;
+	int ret;
+
+	if (oldlen == 0)
+		return -ENOENT;
+	if (oldlen > BTRFS_NAME_LEN)
+		return -ENAMETOOLONG;
+	ret = op_begin(&o, ns, t, subvol, now);
+	if (!ret)
+		ret = read_dir(&o, olddir, &odi);
+	if (!ret)
+		ret = read_dir(&o, newdir, &ndi);
+	if (ret)
+		return ret;
+	if (same)
+		ndi = odi;
+	ret = lookup(&o, olddir, oldname, oldlen, &src, NULL);
+	if (ret == -EXDEV)
+		return -EOPNOTSUPP;
+	if (ret)
+		return ret;
+	ret = check_name(newname, newlen);
+	if (ret)
+		return ret;
+	ret = lookup(&o, newdir, newname, newlen, &tgt, NULL);
+	if (ret == -EXDEV)
+		return -EOPNOTSUPP;
+	if (ret && ret != -ENOENT)
+		return ret;
+	has_tgt = ret == 0;
+	ret = read_inode(&o, src, &sii);
+	if (!ret && has_tgt)
+		ret = read_inode(&o, tgt, &tii);
+	if (ret)
+		return ret;
+	bool sdir = S_ISDIR(btrfs_inode_mode(&sii));
+	bool tdir = has_tgt && S_ISDIR(btrfs_inode_mode(&tii));
+	/* The VFS: a directory may not move below itself (EINVAL); the target
+	 * may not be an ancestor of the source (ENOTEMPTY). */
+	if (!same) {
+		if (sdir) {
+			ret = is_ancestor(&o, src, newdir);
+			if (ret)
+				return ret < 0 ? ret : -EINVAL;
+		}
+		if (tdir) {
+			ret = is_ancestor(&o, tgt, olddir);
+			if (ret)
+				return ret < 0 ? ret : -ENOTEMPTY;
+		}
+	}
+	if (has_tgt && tgt == src)
+		return 0;
+	if (has_tgt) {
+		if (sdir && !tdir)
+			return -ENOTDIR;
+		if (!sdir && tdir)
+			return -EISDIR;
+		if (tdir && btrfs_inode_size(&tii) != 0)
+			return -ENOTEMPTY;
+		ret = check_deletable(&o, tgt, &tii);
+		if (!ret)
+			ret = ref_find(&o, tgt, newdir, newname, newlen, &tref);
+		if (ret)
+			return ret;
+	}
+	ret = ref_find(&o, src, olddir, oldname, oldlen, &sref);
+	if (ret)
+		return ret;
+	ret = next_index(&o, newdir, &index);
+	if (!ret) {
+		uint32_t freed = (same && !sref.ext) ? sref.size : 0;
+		ret = ref_room(&o, src, newdir, newname, newlen, freed);
+	}
+	if (!ret) {
+		uint32_t freed = 0;
+		if (has_tgt)
+			freed = (uint32_t)(sizeof(struct btrfs_dir_item) + newlen);
+		if (same && ubt_name_hash(oldname, oldlen) == ubt_name_hash(newname, newlen))
+			freed += (uint32_t)(sizeof(struct btrfs_dir_item) + oldlen);
+		ret = dirent_room(&o, newdir, newname, newlen, freed);
+	}
+	if (!ret)
+		ret = op_reserve(&o, false);
+	if (ret)
+		return ret;
+
+	/* Source out of the old directory, target out of the new one. */
+	ret = dirent_remove(&o, olddir, oldname, oldlen, sref.index);
+	if (!ret)
+		ret = ref_remove(&o, src, olddir, oldname, oldlen, &sref);
+	if (!ret && has_tgt)
+		ret = remove_name(&o, newdir, newname, newlen, tgt, &tii, &tref, 2);
+	if (!ret)
+		ret = ref_add(&o, src, newdir, newname, newlen, index);
+	if (!ret)
+		ret = dirent_add(&o, newdir, newname, newlen, src,
+				 mode_to_ft(btrfs_inode_mode(&sii)), index);
+	if (!ret) {
+		touch(&o, &sii, 2, false);
+		ret = write_inode(&o, src, &sii);
+	}
+	if (!ret) {
+		if (same) {
+			dir_resize(&odi, oldlen, false);
+			if (has_tgt)
+				dir_resize(&odi, newlen, false);
+			dir_resize(&odi, newlen, true);
+			touch(&o, &odi, has_tgt ? 5 : 4, true);
+			ret = write_inode(&o, olddir, &odi);
+		} else {
+			dir_resize(&odi, oldlen, false);
+			touch(&o, &odi, 2, true);
+			ret = write_inode(&o, olddir, &odi);
+			if (!ret) {
+				if (has_tgt)
+					dir_resize(&ndi, newlen, false);
+				dir_resize(&ndi, newlen, true);
+				touch(&o, &ndi, has_tgt ? 3 : 2, true);
+				ret = write_inode(&o, newdir, &ndi);
+			}
+		}
+	}
+	if (ret)
+		return op_end(&o, ret);
+	touch_root(&o);
+	return 0;
+}
+
+/* ---- attributes and xattrs ------------------------------------------------- */
+
+int ubt_ns_setattr(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint64_t ino,
+		   const struct ubt_ns_attr *a)
+{
+	struct nsop o;
+	struct btrfs_inode_item ii;
+	int ret;
+
+	ret = op_begin(&o, ns, t, subvol, a->ctime);
+	o.keep_root_time = !(a->valid & UBT_NS_SET_CTIME);
+	if (!ret)
+		ret = read_inode(&o, ino, &ii);
+	if (!ret)
+		ret = op_reserve(&o, false);
+	if (ret)
+		return ret;
+	if (a->valid & UBT_NS_SET_MODE)
+		btrfs_set_inode_mode(&ii, (btrfs_inode_mode(&ii) & S_IFMT) | (a->mode & 07777));
+	if (a->valid & UBT_NS_SET_UID)
+		btrfs_set_inode_uid(&ii, a->uid);
+	if (a->valid & UBT_NS_SET_GID)
+		btrfs_set_inode_gid(&ii, a->gid);
+	if (a->valid & UBT_NS_SET_ATIME)
+		set_time(btrfs_inode_atime(&ii), a->atime);
+	if (a->valid & UBT_NS_SET_MTIME)
+		set_time(btrfs_inode_mtime(&ii), a->mtime);
+	if (a->valid & UBT_NS_SET_CTIME)
+		set_time(btrfs_inode_ctime(&ii), a->ctime);
+	btrfs_set_inode_transid(&ii, t->transid);
+	btrfs_set_inode_sequence(&ii, btrfs_inode_sequence(&ii) + 1);
+	ret = write_inode(&o, ino, &ii);
+	if (ret)
+		return op_end(&o, ret);
+	touch_root(&o);
+	return 0;
+}
+
+/* Find an xattr: 1 with its item size and entry, 0 absent. */
+static int xattr_probe(struct nsop *o, uint64_t ino, const char *name, size_t len,
+		       uint32_t *isz, struct entry *e)
+{
+	struct btrfs_key key = { ino, BTRFS_XATTR_ITEM_KEY, ubt_name_hash(name, len) };
+	return probe(o, &key, E_DIR, 0, name, len, isz, e);
+}
+
+static int xattr_common(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint64_t ino,
+			const char *name, const void *value, size_t size, int flags, bool remove,
+			struct ubt_ns_time now)
+{
+	struct nsop o;
+	struct btrfs_inode_item ii;
+	struct entry e;
+	uint32_t isz;
+	size_t len = strlen(name);
+	int ret;
+
+	if (len == 0 || len > XATTR_NAME_MAX_LEN)
+		return -ERANGE;
+	if (!remove && size > XATTR_VALUE_MAX)
+		return -E2BIG;
+	if (flags & ~(UBT_NS_XATTR_CREATE | UBT_NS_XATTR_REPLACE))
+		return -EINVAL;
+	ret = op_begin(&o, ns, t, subvol, now);
+	if (!ret)
+		ret = read_inode(&o, ino, &ii);
+	if (ret)
+		return ret;
+	if (len >= 6 && !memcmp(name, "btrfs.", 6))
+		return -EOPNOTSUPP;
+	if (!remove && len + size > ubt_ns_max_xattr(o.fs))
+		return -ENOSPC;
+	ret = xattr_probe(&o, ino, name, len, &isz, &e);
+	if (ret < 0)
+		return ret;
+	bool exists = ret == 1;
+	if (remove || (flags & UBT_NS_XATTR_REPLACE)) {
+		if (!exists)
+			return -ENODATA;
+	}
+	if (!remove && (flags & UBT_NS_XATTR_CREATE) && exists)
+		return -EEXIST;
+	/* Collisions: the entry must fit in the shared item. */
+	uint32_t esz = (uint32_t)(sizeof(struct btrfs_dir_item) + len + size);
+	if (!remove && isz - (exists ? e.size : 0) + esz > max_item_size(o.fs))
+		return -ENOSPC;
+	ret = op_reserve(&o, remove);
+	if (ret)
+		return ret;
+
+	struct btrfs_key key = { ino, BTRFS_XATTR_ITEM_KEY, ubt_name_hash(name, len) };
+	if (remove) {
+		ret = item_remove(&o, &key, E_DIR, 0, name, len);
+	} else if (exists && e.size == isz) {
+		/* The item's only entry: resized and rewritten in place. */
+		struct ubt_path path;
+		ubt_path_init(&path);
+		if (esz > isz)
+			ret = ubt_search_slot_grow(t, o.root, &key, &path, esz - isz);
+		else
+			ret = ubt_search_slot_w(t, o.root, &key, &path, 0);
+		if (ret == 1)
+			ret = UBT_CORRUPT(0, "xattr item of inode %llu vanished",
+					  (unsigned long long)ino);
+		if (!ret && esz > isz)
+			ret = ubt_extend_item(t, &path, esz - isz);
+		else if (!ret && esz < isz)
+			ret = ubt_truncate_item(t, &path, esz, false);
+		if (!ret) {
+			struct btrfs_key zero = { 0, 0, 0 };
+			build_dirent(ubt_eb_witem_data(path.nodes[0], path.slots[0]), &zero,
+				     t->transid, BTRFS_FT_XATTR, name, len, value, size);
+		}
+		ubt_path_release(&o.fs->tree, &path);
+	} else {
+		/* New, or sharing its item with other names: (out and) in at the end. */
+		uint8_t *buf = malloc(esz);
+		if (!buf)
+			return op_end(&o, -ENOMEM);
+		struct btrfs_key zero = { 0, 0, 0 };
+		build_dirent(buf, &zero, t->transid, BTRFS_FT_XATTR, name, len, value, size);
+		if (exists)
+			ret = item_remove(&o, &key, E_DIR, 0, name, len);
+		if (!ret)
+			ret = item_append(&o, &key, buf, esz);
+		free(buf);
+	}
+	if (!ret) {
+		touch(&o, &ii, 1, false);
+		ret = write_inode(&o, ino, &ii);
+	}
+	if (ret)
+		return op_end(&o, ret);
+	touch_root(&o);
+	return 0;
+}
+
+int ubt_ns_setxattr(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint64_t ino,
+		    const char *name, const void *value, size_t size, int flags,
+		    struct ubt_ns_time now)
+{
+	return xattr_common(ns, t, subvol, ino, name, value, size, flags, false, now);
+}
+
+int ubt_ns_removexattr(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint64_t ino,
+		       const char *name, struct ubt_ns_time now)
+{
+	return xattr_common(ns, t, subvol, ino, name, NULL, 0, 0, true, now);
+}

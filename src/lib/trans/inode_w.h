@@ -1,0 +1,154 @@
+/*
+ * trans layer: namespace operations through the copy-on-write engine -
+ * creating inodes (files, directories, symlinks, fifos, sockets, devices),
+ * link, unlink, rmdir, rename, setattr and xattrs, written item by item as
+ * the Linux kernel writes them (INODE_ITEM, INODE_REF / INODE_EXTREF,
+ * DIR_ITEM, DIR_INDEX, XATTR_ITEM, the inline EXTENT_DATA of a symlink).
+ *
+ * Every operation runs inside a caller's transaction on one subvolume and
+ * addresses inodes by number and directory entries by (directory, name), as
+ * a FUSE low-level driver does.  Lookups go through the read side (fs/),
+ * which sees the transaction's dirty blocks.
+ *
+ * What the VFS decides is the caller's business, as it is for a kernel
+ * filesystem: permissions, the setgid inheritance of inode_init_owner, the
+ * umask, clearing setuid/setgid on chown, xattr namespaces and their
+ * permissions (user.* only on regular files and directories), ACL updates
+ * on chmod.  What btrfs itself decides happens here: inode numbers (highest
+ * at first use + 1, never reused while the ubt_ns lives), directory indexes
+ * (highest + 1 from 2, never reused while cached), flag and compression
+ * property inheritance from the parent directory, directory sizes (2 x name
+ * length per entry), directory nlink 1, link counts, the NFS sequence
+ * counter (incremented as the kernel increments i_version), transids, and
+ * the subvolume's ROOT_ITEM ctransid/ctime.
+ *
+ * Errors are the errno the Linux syscall returns, in the kernel's order of
+ * checks: -ENAMETOOLONG (name > 255 bytes, symlink target longer than an
+ * inline extent or 4095), -ENOENT, -ENOTDIR, -EISDIR, -EEXIST, -ENOTEMPTY,
+ * -EPERM (link to a directory, the subvolume placeholder), -EMLINK (65535
+ * links; INODE_REF full without the EXTENDED_IREF feature), -EINVAL
+ * (renaming a directory into its own subtree), -ENOSPC, -ENODATA, -ERANGE,
+ * -E2BIG, -EROFS (read-only subvolume, aborted filesystem).
+ *
+ * Limits: deleting an inode that still has data extents (non-inline
+ * EXTENT_DATA) is refused with -EOPNOTSUPP (before anything changes), as is
+ * any operation on a directory entry that leads to another subvolume and
+ * setting "btrfs.*" properties.  No orphan items are written: an inode
+ * whose last link goes is deleted in the same transaction.
+ *
+ * Atomicity: every check runs, and the metadata reservation is made, before
+ * the first change; a failure after that (I/O, ENOMEM, a metadata ENOSPC the
+ * one-operation reservation did not foresee) aborts the transaction, as any
+ * engine failure does.
+ *
+ * Each operation looks the subvolume up on the read side (ubt_fs_subvol)
+ * before opening it for writing, so that the read side follows the
+ * transaction's root of it.  Writing a subvolume through ubt_wroot_get
+ * before it was ever looked up leaves readers on the last commit's root.
+ *
+ * Kernel behaviour kept although it is odd: a link refused with EMLINK
+ * because the INODE_REF is full (no EXTENDED_IREF) still stamps the
+ * inode's ctime and change counter, and consumes a directory index.
+ */
+#ifndef UBTRFS_INODE_W_H
+#define UBTRFS_INODE_W_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "trans/trans.h"
+
+/* Namespace writer state of one opened filesystem: the next inode number of
+ * each subvolume and the next directory index of recently used directories. */
+struct ubt_ns;
+
+int ubt_ns_new(struct ubt_fs *fs, struct ubt_ns **out);
+void ubt_ns_free(struct ubt_ns *ns);
+
+struct ubt_ns_time {
+	int64_t sec;
+	uint32_t nsec;
+};
+
+/* A new inode. */
+struct ubt_ns_new_inode {
+	uint32_t mode;			/* S_IFREG, S_IFDIR, S_IFLNK, S_IFIFO, S_IFSOCK,
+					 * S_IFCHR or S_IFBLK | permission bits (07777);
+					 * symlinks are always 0777 */
+	uint32_t uid, gid;
+	uint32_t rdev_major, rdev_minor;	/* devices: < 4096, < 2^20 */
+	const char *target;		/* symlinks: the target (not NUL-terminated) */
+	size_t target_len;
+};
+
+/*
+ * Create `name` in directory `dir`: atime, mtime, ctime and otime of the new
+ * inode and mtime, ctime of the directory become `now`.  *ino (may be NULL)
+ * receives the new inode number.
+ */
+int ubt_ns_create(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint64_t dir,
+		  const char *name, size_t len, const struct ubt_ns_new_inode *a,
+		  struct ubt_ns_time now, uint64_t *ino);
+
+/* A new name for non-directory `ino`. */
+int ubt_ns_link(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint64_t ino,
+		uint64_t dir, const char *name, size_t len, struct ubt_ns_time now);
+
+/* Remove a non-directory name (-EISDIR for a directory); the inode goes
+ * with its last name. */
+int ubt_ns_unlink(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint64_t dir,
+		  const char *name, size_t len, struct ubt_ns_time now);
+
+/* Remove an empty directory. */
+int ubt_ns_rmdir(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint64_t dir,
+		 const char *name, size_t len, struct ubt_ns_time now);
+
+/*
+ * rename(2) without flags: within a directory or across directories of the
+ * subvolume, replacing an existing non-directory or empty directory of a
+ * compatible type.  Two names of one inode: nothing happens, 0.
+ */
+int ubt_ns_rename(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint64_t olddir,
+		  const char *oldname, size_t oldlen, uint64_t newdir, const char *newname,
+		  size_t newlen, struct ubt_ns_time now);
+
+#define UBT_NS_SET_MODE		(1u << 0)	/* permission bits; the type stays */
+#define UBT_NS_SET_UID		(1u << 1)
+#define UBT_NS_SET_GID		(1u << 2)
+#define UBT_NS_SET_ATIME	(1u << 3)
+#define UBT_NS_SET_MTIME	(1u << 4)
+#define UBT_NS_SET_CTIME	(1u << 5)
+
+struct ubt_ns_attr {
+	unsigned valid;			/* UBT_NS_SET_* */
+	uint32_t mode, uid, gid;
+	struct ubt_ns_time atime, mtime, ctime;
+};
+
+/* chmod/chown/utimensat (not truncate).  The VFS sets ctime on every
+ * change: pass UBT_NS_SET_CTIME with the current time to do the same. */
+int ubt_ns_setattr(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint64_t ino,
+		   const struct ubt_ns_attr *a);
+
+#define UBT_NS_XATTR_CREATE	1	/* = XATTR_CREATE */
+#define UBT_NS_XATTR_REPLACE	2	/* = XATTR_REPLACE */
+
+/* setxattr(2) (the inode's ctime becomes `now`); the largest name + value is
+ * a leaf item minus a dir item header (-ENOSPC beyond). */
+int ubt_ns_setxattr(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint64_t ino,
+		    const char *name, const void *value, size_t size, int flags,
+		    struct ubt_ns_time now);
+int ubt_ns_removexattr(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint64_t ino,
+		       const char *name, struct ubt_ns_time now);
+
+/* Look `name` up in directory `dir` (read side): *ino and *type (BTRFS_FT_*).
+ * -ENOTDIR if dir is not a directory; -EXDEV for an entry that leads to
+ * another subvolume. */
+int ubt_ns_lookup(struct ubt_fs *fs, uint64_t subvol, uint64_t dir, const char *name, size_t len,
+		  uint64_t *ino, uint8_t *type);
+
+/* The largest symlink target and xattr name + value length of this fs. */
+size_t ubt_ns_max_symlink(const struct ubt_fs *fs);
+size_t ubt_ns_max_xattr(const struct ubt_fs *fs);
+
+#endif /* UBTRFS_INODE_W_H */
