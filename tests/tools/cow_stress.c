@@ -35,6 +35,7 @@
 #include "base/base.h"
 #include "fs/fs.h"
 #include "trans/trans.h"
+#include "engine_tool.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -79,32 +80,12 @@ static int fail(const char *what, int err)
 
 static int open_fs(const char *images, struct ubt_fs **fs)
 {
-	struct ubt_fs_opts o = { 0 };
-	const char *paths[16];
-	size_t n = 0;
-	static char buf[4096];
-	int ret;
-
-	snprintf(buf, sizeof(buf), "%s", images);
-	for (char *p = strtok(buf, ","); p && n < 16; p = strtok(NULL, ","))
-		paths[n++] = p;
-	o.vol.writable = true;
-	o.cache_bytes = 8ull << 20;	/* small: blocks get evicted and re-read */
-	ret = ubt_fs_open(paths, n, &o, fs);
-	if (ret)
-		return ret;
-	ret = ubt_wfs_init(*fs);
-	if (ret) {
-		ubt_fs_close(*fs);
-		*fs = NULL;
-	}
-	return ret;
+	return engine_open(images, fs);
 }
 
 static void close_fs(struct ubt_fs *fs)
 {
-	ubt_wfs_destroy(fs);
-	ubt_fs_close(fs);
+	engine_close(fs);
 }
 
 /* Delete the XATTR_ITEM of name k (its hash must be unique in the model). */

@@ -61,6 +61,7 @@
 #include "fs/fs.h"
 #include "trans/csum_w.h"
 #include "trans/trans.h"
+#include "engine_tool.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -119,27 +120,12 @@ static uint64_t addr(uint32_t sector)
 
 static int open_fs(struct ubt_fs **fs)
 {
-	struct ubt_fs_opts o = { 0 };
-	const char *paths[1] = { image };
-	int ret;
-
-	o.vol.writable = true;
-	o.cache_bytes = 8ull << 20;	/* small: blocks get evicted and re-read */
-	ret = ubt_fs_open(paths, 1, &o, fs);
-	if (ret)
-		return ret;
-	ret = ubt_wfs_init(*fs);
-	if (ret) {
-		ubt_fs_close(*fs);
-		*fs = NULL;
-	}
-	return ret;
+	return engine_open(image, fs);
 }
 
 static void close_fs(struct ubt_fs *fs)
 {
-	ubt_wfs_destroy(fs);
-	ubt_fs_close(fs);
+	engine_close(fs);
 }
 
 /* ---- the read side's view ------------------------------------------------- */

@@ -18,6 +18,7 @@
 #include "fs/fs.h"
 #include "trans/file_w.h"
 #include "trans/trans.h"
+#include "engine_tool.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -51,29 +52,14 @@ static int fail(const char *what, int err)
 	return 1;
 }
 
-static int open_fs(const char *image, struct ubt_fs **fs)
+static int open_fs(const char *images, struct ubt_fs **fs)
 {
-	struct ubt_fs_opts o = { 0 };
-	const char *paths[] = { image };
-	int ret;
-
-	o.vol.writable = true;
-	o.cache_bytes = 8ull << 20;
-	ret = ubt_fs_open(paths, 1, &o, fs);
-	if (ret)
-		return ret;
-	ret = ubt_wfs_init(*fs);
-	if (ret) {
-		ubt_fs_close(*fs);
-		*fs = NULL;
-	}
-	return ret;
+	return engine_open(images, fs);
 }
 
 static void close_fs(struct ubt_fs *fs)
 {
-	ubt_wfs_destroy(fs);
-	ubt_fs_close(fs);
+	engine_close(fs);
 }
 
 static int read_file(struct ubt_fs *fs, uint64_t ino, uint8_t *buf, uint64_t *size)
