@@ -72,7 +72,8 @@ UBTRFS_API int ubtrfs_dump_super(const char *device, const struct ubtrfs_dump_su
 typedef struct ubtrfs_fs ubtrfs_fs;
 
 enum ubtrfs_open_flags {
-	UBTRFS_OPEN_RDWR = 1 << 0,	/* default is read-only */
+	UBTRFS_OPEN_RDWR = 1 << 0,	/* default is read-only; EXPERIMENTAL: see
+					 * "writing" below */
 	UBTRFS_OPEN_DEGRADED = 1 << 1,	/* allow missing devices where profiles allow */
 	UBTRFS_OPEN_NOLOGREPLAY = 1 << 2, /* open despite a dirty fsync log, ignoring it */
 };
@@ -237,6 +238,89 @@ UBTRFS_API void ubtrfs_features(const ubtrfs_fs *fs, struct ubtrfs_feature_repor
 UBTRFS_API void ubtrfs_supported_features(struct ubtrfs_feature_report *out);
 /* The name of feature bit `bit` (0..63) of a class, or NULL when unknown. */
 UBTRFS_API const char *ubtrfs_feature_name(enum ubtrfs_feature_class cls, unsigned bit);
+
+/* ---- writing (EXPERIMENTAL) ------------------------------------------- */
+
+/*
+ * A handle opened with UBTRFS_OPEN_RDWR can be changed through the calls
+ * below.  The open refuses (-EROFS, the log says why) what the writer cannot
+ * keep consistent: unknown compat_ro/incompat features, quotas, an
+ * unreplayed fsync log, a balance in progress, missing devices.
+ *
+ * One writer at a time: each call below holds the handle's lock exclusively
+ * and every read call holds it shared, so readers never see half an
+ * operation.  The first change starts a transaction; it reaches the disk
+ * with ubtrfs_commit() (or ubtrfs_close(), or automatically after 1000
+ * operations).  Until then a crash loses it and the last commit stays
+ * intact.  When an operation or a commit fails in a way that aborts the
+ * transaction, its changes are dropped and every later write returns
+ * -EROFS.  On a read-only handle every call here returns -EROFS.
+ *
+ * All calls address inodes by id and names within a directory, as a FUSE
+ * low-level driver does, and return 0 or -errno with the errno of the
+ * Linux syscall.  Permission checks, the umask, setgid inheritance and
+ * clearing setuid/setgid are the caller's (the VFS's) business.  Every
+ * inode touched must be in one subvolume (-EXDEV otherwise).  On success
+ * `out` (may be NULL) receives the new or changed inode's attributes.
+ * Times are the current time (CLOCK_REALTIME) unless given.
+ *
+ * Limits: an inode is deleted with its last name at once (no orphan
+ * items): a file still open elsewhere loses its data; RENAME_* flags are
+ * refused (-EINVAL); no subvolume or snapshot operations; no fallocate,
+ * reflink or compression on write.
+ */
+
+/* mode: S_IFREG, S_IFDIR, S_IFIFO, S_IFSOCK, S_IFCHR or S_IFBLK | 07777
+ * (rdev for devices only). */
+UBTRFS_API int ubtrfs_mknod(ubtrfs_fs *fs, ubtrfs_ino dir, const char *name, uint32_t mode,
+			    uint32_t uid, uint32_t gid, uint32_t rdev_major, uint32_t rdev_minor,
+			    struct ubtrfs_stat *out);
+/* A regular file (mode: permission bits; a type in it is ignored). */
+UBTRFS_API int ubtrfs_create(ubtrfs_fs *fs, ubtrfs_ino dir, const char *name, uint32_t mode,
+			     uint32_t uid, uint32_t gid, struct ubtrfs_stat *out);
+UBTRFS_API int ubtrfs_mkdir(ubtrfs_fs *fs, ubtrfs_ino dir, const char *name, uint32_t mode,
+			    uint32_t uid, uint32_t gid, struct ubtrfs_stat *out);
+UBTRFS_API int ubtrfs_symlink(ubtrfs_fs *fs, ubtrfs_ino dir, const char *name,
+			      const char *target, uint32_t uid, uint32_t gid,
+			      struct ubtrfs_stat *out);
+/* A new name for non-directory `id`. */
+UBTRFS_API int ubtrfs_link(ubtrfs_fs *fs, ubtrfs_ino id, ubtrfs_ino newdir, const char *newname,
+			   struct ubtrfs_stat *out);
+UBTRFS_API int ubtrfs_unlink(ubtrfs_fs *fs, ubtrfs_ino dir, const char *name);
+UBTRFS_API int ubtrfs_rmdir(ubtrfs_fs *fs, ubtrfs_ino dir, const char *name);
+/* rename(2); flags must be 0 (-EINVAL otherwise). */
+UBTRFS_API int ubtrfs_rename(ubtrfs_fs *fs, ubtrfs_ino olddir, const char *oldname,
+			     ubtrfs_ino newdir, const char *newname, unsigned flags);
+
+enum ubtrfs_setattr_valid {
+	UBTRFS_SET_MODE = 1 << 0,	/* permission bits (07777); the type stays */
+	UBTRFS_SET_UID = 1 << 1,
+	UBTRFS_SET_GID = 1 << 2,
+	UBTRFS_SET_ATIME = 1 << 3,
+	UBTRFS_SET_MTIME = 1 << 4,
+	UBTRFS_SET_CTIME = 1 << 5,	/* else ctime becomes the current time */
+	UBTRFS_SET_SIZE = 1 << 6,	/* regular files: truncate or extend */
+	UBTRFS_SET_ATIME_NOW = 1 << 7,	/* with _ATIME: the current time */
+	UBTRFS_SET_MTIME_NOW = 1 << 8,	/* with _MTIME: the current time */
+};
+struct ubtrfs_setattr {
+	unsigned valid;			/* UBTRFS_SET_* */
+	uint32_t mode, uid, gid;
+	uint64_t size;
+	struct ubtrfs_time atime, mtime, ctime;
+};
+UBTRFS_API int ubtrfs_setattr(ubtrfs_fs *fs, ubtrfs_ino id, const struct ubtrfs_setattr *a,
+			      struct ubtrfs_stat *out);
+/* Write into a regular file (mtime and ctime become the current time);
+ * returns len or -errno. */
+UBTRFS_API ssize_t ubtrfs_write(ubtrfs_fs *fs, ubtrfs_ino id, const void *buf, size_t len,
+				uint64_t off);
+/* As setxattr(2) (flags XATTR_CREATE / XATTR_REPLACE) and removexattr(2). */
+UBTRFS_API int ubtrfs_setxattr(ubtrfs_fs *fs, ubtrfs_ino id, const char *name, const void *value,
+			       size_t size, int flags);
+UBTRFS_API int ubtrfs_removexattr(ubtrfs_fs *fs, ubtrfs_ino id, const char *name);
+/* Write the running transaction to disk (0 when there is none). */
+UBTRFS_API int ubtrfs_commit(ubtrfs_fs *fs);
 
 /* ---- creating a filesystem (mkfs) ------------------------------------- */
 

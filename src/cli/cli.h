@@ -35,6 +35,7 @@ struct cli_fs_args {
 	const char *devices[CLI_MAX_DEVICES];
 	size_t ndev;
 	bool degraded, nologreplay;
+	bool rdwr;			/* open read-write (mount -o rw) */
 	const char *subvol_path;
 	uint64_t subvolid;
 	uint64_t cache_bytes;

@@ -12,13 +12,22 @@
 const char cmd_mount_usage[] =
 	"usage: ubtrfs mount [-f] [-o OPTIONS] DEVICE... MOUNTPOINT\n"
 	"\n"
-	"Mount a btrfs filesystem through FUSE (read-only for now).  Returns once\n"
-	"the mount is ready; unmount with `fusermount3 -u MOUNTPOINT` or umount.\n"
+	"Mount a btrfs filesystem through FUSE, read-only unless -o rw.  Returns\n"
+	"once the mount is ready; unmount with `fusermount3 -u MOUNTPOINT` or umount.\n"
 	"\n"
 	"  -f                  stay in the foreground\n"
 	"  -d                  FUSE debug output (implies -f)\n"
 	"  -o OPTIONS          comma-separated:\n"
-	"     ro               read-only (the only mode until write support lands)\n"
+	"     ro               read-only (the default)\n"
+	"     rw               read-write: EXPERIMENTAL, keep a backup.  Changes are\n"
+	"                      committed on fsync, every 5 s and at unmount (a crash\n"
+	"                      loses at most what came after the last commit).  Not\n"
+	"                      supported: RENAME_EXCHANGE/NOREPLACE, fallocate, POSIX\n"
+	"                      ACL inheritance and enforcement, subvolume operations,\n"
+	"                      compression on write, files kept open after their last\n"
+	"                      name is removed (their data goes at once).  Refused on\n"
+	"                      filesystems with quotas, an fsync log, a balance in\n"
+	"                      progress or features the writer does not know.\n"
 	"     subvol=PATH      mount this subvolume (path from the top level)\n"
 	"     subvolid=ID      mount the subvolume with this id\n"
 	"     degraded         allow missing devices where the profiles allow\n"
@@ -92,10 +101,10 @@ static int mount_main(int argc, char **argv, struct cli_fs_args *ap)
 	}
 	if (argc - optind < 2)
 		return cli_usage_error("mount", "a DEVICE and a MOUNTPOINT are required");
-	if (rw) {
-		fprintf(stderr, "ubtrfs: read-write mounts are not supported yet; mount with -o ro\n");
-		return 1;
-	}
+	if (rw && ro)
+		return cli_usage_error("mount", "both ro and rw given");
+	a->rdwr = rw;
+	fo.rw = rw;
 	for (int i = optind; i < argc - 1; i++)
 		if (cli_fs_add_device(a, argv[i]))
 			return 1;

@@ -24,7 +24,8 @@ int cli_fs_add_device(struct cli_fs_args *a, const char *path)
 int cli_fs_open(struct cli_fs_args *a, ubtrfs_fs **fs, ubtrfs_ino *root)
 {
 	unsigned flags = (a->degraded ? UBTRFS_OPEN_DEGRADED : 0) |
-			 (a->nologreplay ? UBTRFS_OPEN_NOLOGREPLAY : 0);
+			 (a->nologreplay ? UBTRFS_OPEN_NOLOGREPLAY : 0) |
+			 (a->rdwr ? UBTRFS_OPEN_RDWR : 0);
 	int ret = ubtrfs_open_cache(a->devices, a->ndev, flags, a->cache_bytes, fs);
 
 	if (ret) {

@@ -14,7 +14,14 @@
  * are derived rather than allocated, forget needs no bookkeeping.
  *
  * Caching: the daemon owns the image, so entries, attributes and file data
- * may be cached by the kernel for a long time (read-only mount).
+ * may be cached by the kernel for a long time (read-only mount).  A
+ * read-write mount (EXPERIMENTAL) caches entries and attributes for 1 s and
+ * file pages only within one open; every change goes through this daemon,
+ * which replies with fresh attributes.
+ *
+ * Writing: the library runs one transaction at a time; it is committed on
+ * fsync/fsyncdir, every COMMIT_INTERVAL seconds by a timer thread, after
+ * 1000 operations (the library) and at unmount.
  *
  * Threads: libfuse's multi-threaded loop; the library is thread-safe.
  */
@@ -24,6 +31,8 @@
 #include <errno.h>
 #include <fuse_lowlevel.h>
 #include <limits.h>
+#include <pthread.h>
+#include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,12 +44,25 @@
 #define INO_SHIFT 40
 #define INO_MASK ((1ull << INO_SHIFT) - 1)
 #define CACHE_TIMEOUT 86400.0
+#define RW_TIMEOUT 1.0
+#define COMMIT_INTERVAL 5
 
 struct fuse_state {
 	ubtrfs_fs *fs;
 	uint64_t subvol;	/* mounted subvolume */
 	ubtrfs_ino root;	/* its root directory */
+	bool rw;
+	/* the commit timer (rw) */
+	pthread_t timer;
+	bool timer_running, stop;
+	pthread_mutex_t mu;
+	pthread_cond_t cond;
 };
+
+static double timeout(const struct fuse_state *s)
+{
+	return s->rw ? RW_TIMEOUT : CACHE_TIMEOUT;
+}
 
 uint64_t ubtrfs_fuse_ino(uint64_t mount_subvol, ubtrfs_ino id)
 {
@@ -117,14 +139,15 @@ static void reply_entry(fuse_req_t req, const struct ubtrfs_stat *st)
 	e.ino = to_node(s, st->id);
 	e.generation = 1;
 	fill_attr(s, st, &e.attr);
-	e.attr_timeout = CACHE_TIMEOUT;
-	e.entry_timeout = CACHE_TIMEOUT;
+	e.attr_timeout = timeout(s);
+	e.entry_timeout = timeout(s);
 	fuse_reply_entry(req, &e);
 }
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
 {
-	(void)userdata;
+	struct fuse_state *s = userdata;
+
 	/* Let the kernel cache pages across opens and read ahead freely. */
 	if (conn->capable & FUSE_CAP_EXPORT_SUPPORT)
 		conn->want |= FUSE_CAP_EXPORT_SUPPORT;
@@ -140,8 +163,17 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	 * kernel btrfs mount; default_permissions is on), which also saves a
 	 * getxattr round trip per file for `ls -l`.
 	 */
-	if (conn->capable & FUSE_CAP_POSIX_ACL)
+	if (!s->rw && (conn->capable & FUSE_CAP_POSIX_ACL))
 		conn->want |= FUSE_CAP_POSIX_ACL;
+	/*
+	 * Read-write: write-through (no writeback cache), the kernel applies
+	 * the umask (no DONT_MASK) and clears setuid/setgid itself on write
+	 * and chown (no HANDLE_KILLPRIV).  No POSIX_ACL: the kernel would
+	 * leave default-ACL inheritance to us, which is not implemented.
+	 */
+	if (s->rw)
+		conn->want &= ~(unsigned)(FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_DONT_MASK |
+					  FUSE_CAP_HANDLE_KILLPRIV | FUSE_CAP_POSIX_ACL);
 }
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -173,7 +205,7 @@ err:
 		/* A negative entry the kernel may cache as long as the rest. */
 		struct fuse_entry_param e;
 		memset(&e, 0, sizeof(e));
-		e.entry_timeout = CACHE_TIMEOUT;
+		e.entry_timeout = timeout(s);
 		fuse_reply_entry(req, &e);
 		return;
 	}
@@ -195,7 +227,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t node, struct fuse_file_info *f
 		return;
 	}
 	fill_attr(s, &st, &a);
-	fuse_reply_attr(req, &a, CACHE_TIMEOUT);
+	fuse_reply_attr(req, &a, timeout(s));
 }
 
 static void op_readlink(fuse_req_t req, fuse_ino_t node)
@@ -223,8 +255,15 @@ static void op_readlink(fuse_req_t req, fuse_ino_t node)
 static void op_open(fuse_req_t req, fuse_ino_t node, struct fuse_file_info *fi)
 {
 	(void)node;
-	(void)fi;
-	fuse_reply_err(req, ENOSYS);
+	if (!state(req)->rw) {
+		fuse_reply_err(req, ENOSYS);
+		return;
+	}
+	/* Read-write: a real reply, page cache dropped at each open (the
+	 * file may have changed through another node or a truncate). */
+	fi->keep_cache = 0;
+	fi->direct_io = 0;
+	fuse_reply_open(req, fi);
 }
 
 /*
@@ -250,7 +289,18 @@ static void op_read(fuse_req_t req, fuse_ino_t node, size_t size, off_t off,
 		return;
 	}
 	size_t cnt = cap;
-	ssize_t n = ubtrfs_read_iov(s->fs, id, buf, size, (uint64_t)off, iov, &cnt);
+	ssize_t n;
+	if (s->rw) {
+		/* Read-write: a copy made under the library's lock.  Segments
+		 * into the mapped image could be overwritten once a later
+		 * transaction reuses the space of data freed meanwhile. */
+		n = ubtrfs_read(s->fs, id, buf, size, (uint64_t)off);
+		cnt = 1;
+		iov[0].iov_base = buf;
+		iov[0].iov_len = n > 0 ? (size_t)n : 0;
+	} else {
+		n = ubtrfs_read_iov(s->fs, id, buf, size, (uint64_t)off, iov, &cnt);
+	}
 	if (n < 0)
 		fuse_reply_err(req, (int)-n);
 	else
@@ -262,8 +312,13 @@ static void op_read(fuse_req_t req, fuse_ino_t node, size_t size, off_t off,
 static void op_opendir(fuse_req_t req, fuse_ino_t node, struct fuse_file_info *fi)
 {
 	(void)node;
-	(void)fi;
-	fuse_reply_err(req, ENOSYS);
+	if (!state(req)->rw) {
+		fuse_reply_err(req, ENOSYS);
+		return;
+	}
+	fi->cache_readdir = 0;
+	fi->keep_cache = 0;
+	fuse_reply_open(req, fi);
 }
 
 /*
@@ -292,8 +347,8 @@ static int add_entry(struct dir_fill *d, const char *name, const struct ubtrfs_s
 		e.ino = to_node(d->s, st->id);
 		e.generation = 1;
 		fill_attr(d->s, st, &e.attr);
-		e.attr_timeout = CACHE_TIMEOUT;
-		e.entry_timeout = CACHE_TIMEOUT;
+		e.attr_timeout = timeout(d->s);
+		e.entry_timeout = timeout(d->s);
 		n = fuse_add_direntry_plus(d->req, d->buf + d->used, d->size - d->used, name, &e,
 					   (off_t)next_off);
 	} else {
@@ -473,8 +528,313 @@ static void op_listxattr(fuse_req_t req, fuse_ino_t node, size_t size)
 	reply_xattr_call(req, size, get_names, &c);
 }
 
+/* ---- read-write (EXPERIMENTAL) ------------------------------------------- */
+
+/* Reply to an operation that made or changed an inode. */
+static void reply_new(fuse_req_t req, int ret, const struct ubtrfs_stat *st)
+{
+	if (ret)
+		fuse_reply_err(req, -ret);
+	else
+		reply_entry(req, st);
+}
+
+/*
+ * Owner of a new inode: the caller's uid and gid, or the directory's gid
+ * when it is setgid (which a new directory inherits), as the kernel's
+ * inode_init_owner does.  The kernel has applied the umask to `mode`.
+ */
+static int new_owner(fuse_req_t req, ubtrfs_ino dir, uint32_t *mode, uint32_t *uid,
+		     uint32_t *gid)
+{
+	struct fuse_state *s = state(req);
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	struct ubtrfs_stat d;
+	int ret = ubtrfs_stat(s->fs, dir, &d);
+
+	if (ret)
+		return ret;
+	*uid = ctx->uid;
+	*gid = ctx->gid;
+	if (d.mode & S_ISGID) {
+		*gid = d.gid;
+		if (S_ISDIR(*mode))
+			*mode |= S_ISGID;
+	}
+	return 0;
+}
+
+static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		     dev_t rdev)
+{
+	struct fuse_state *s = state(req);
+	struct ubtrfs_stat st;
+	uint32_t m = mode, uid, gid;
+	ubtrfs_ino dir;
+
+	from_node(s, parent, &dir);
+	int ret = new_owner(req, dir, &m, &uid, &gid);
+	if (!ret)
+		ret = ubtrfs_mknod(s->fs, dir, name, m, uid, gid, major(rdev), minor(rdev), &st);
+	reply_new(req, ret, &st);
+}
+
+static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	op_mknod(req, parent, name, S_IFDIR | (mode & 07777), 0);
+}
+
+static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		      struct fuse_file_info *fi)
+{
+	struct fuse_state *s = state(req);
+	struct ubtrfs_stat st;
+	uint32_t m = S_IFREG | (mode & 07777), uid, gid;
+	ubtrfs_ino dir;
+
+	from_node(s, parent, &dir);
+	int ret = new_owner(req, dir, &m, &uid, &gid);
+	if (!ret)
+		ret = ubtrfs_create(s->fs, dir, name, m, uid, gid, &st);
+	if (!ret && !ino_ok(s, &st))
+		ret = -EOVERFLOW;
+	if (ret) {
+		fuse_reply_err(req, -ret);
+		return;
+	}
+	struct fuse_entry_param e;
+	memset(&e, 0, sizeof(e));
+	e.ino = to_node(s, st.id);
+	e.generation = 1;
+	fill_attr(s, &st, &e.attr);
+	e.attr_timeout = timeout(s);
+	e.entry_timeout = timeout(s);
+	fi->keep_cache = 0;
+	fi->direct_io = 0;
+	fuse_reply_create(req, &e, fi);
+}
+
+static void op_symlink(fuse_req_t req, const char *target, fuse_ino_t parent, const char *name)
+{
+	struct fuse_state *s = state(req);
+	struct ubtrfs_stat st;
+	uint32_t m = S_IFLNK | 0777, uid, gid;
+	ubtrfs_ino dir;
+
+	from_node(s, parent, &dir);
+	int ret = new_owner(req, dir, &m, &uid, &gid);
+	if (!ret)
+		ret = ubtrfs_symlink(s->fs, dir, name, target, uid, gid, &st);
+	reply_new(req, ret, &st);
+}
+
+static void op_link(fuse_req_t req, fuse_ino_t node, fuse_ino_t newparent, const char *newname)
+{
+	struct fuse_state *s = state(req);
+	struct ubtrfs_stat st;
+	ubtrfs_ino id, dir;
+
+	from_node(s, node, &id);
+	from_node(s, newparent, &dir);
+	reply_new(req, ubtrfs_link(s->fs, id, dir, newname, &st), &st);
+}
+
+static void op_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fuse_state *s = state(req);
+	ubtrfs_ino dir;
+
+	from_node(s, parent, &dir);
+	fuse_reply_err(req, -ubtrfs_unlink(s->fs, dir, name));
+}
+
+static void op_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fuse_state *s = state(req);
+	ubtrfs_ino dir;
+
+	from_node(s, parent, &dir);
+	fuse_reply_err(req, -ubtrfs_rmdir(s->fs, dir, name));
+}
+
+static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+		      const char *newname, unsigned int flags)
+{
+	struct fuse_state *s = state(req);
+	ubtrfs_ino dir, newdir;
+
+	if (flags) {
+		fuse_reply_err(req, EINVAL);	/* RENAME_NOREPLACE/EXCHANGE/WHITEOUT */
+		return;
+	}
+	from_node(s, parent, &dir);
+	from_node(s, newparent, &newdir);
+	fuse_reply_err(req, -ubtrfs_rename(s->fs, dir, name, newdir, newname, 0));
+}
+
+static void op_setattr(fuse_req_t req, fuse_ino_t node, struct stat *attr, int to_set,
+		       struct fuse_file_info *fi)
+{
+	struct fuse_state *s = state(req);
+	struct ubtrfs_setattr a;
+	struct ubtrfs_stat st;
+	struct stat out;
+	ubtrfs_ino id;
+	(void)fi;
+
+	from_node(s, node, &id);
+	memset(&a, 0, sizeof(a));
+	if (to_set & FUSE_SET_ATTR_MODE) {
+		a.valid |= UBTRFS_SET_MODE;
+		a.mode = attr->st_mode & 07777;
+	}
+	if (to_set & FUSE_SET_ATTR_UID) {
+		a.valid |= UBTRFS_SET_UID;
+		a.uid = attr->st_uid;
+	}
+	if (to_set & FUSE_SET_ATTR_GID) {
+		a.valid |= UBTRFS_SET_GID;
+		a.gid = attr->st_gid;
+	}
+	if (to_set & FUSE_SET_ATTR_SIZE) {
+		a.valid |= UBTRFS_SET_SIZE;
+		a.size = (uint64_t)attr->st_size;
+	}
+	if (to_set & FUSE_SET_ATTR_ATIME_NOW) {
+		a.valid |= UBTRFS_SET_ATIME | UBTRFS_SET_ATIME_NOW;
+	} else if (to_set & FUSE_SET_ATTR_ATIME) {
+		a.valid |= UBTRFS_SET_ATIME;
+		a.atime.sec = attr->st_atim.tv_sec;
+		a.atime.nsec = (uint32_t)attr->st_atim.tv_nsec;
+	}
+	if (to_set & FUSE_SET_ATTR_MTIME_NOW) {
+		a.valid |= UBTRFS_SET_MTIME | UBTRFS_SET_MTIME_NOW;
+	} else if (to_set & FUSE_SET_ATTR_MTIME) {
+		a.valid |= UBTRFS_SET_MTIME;
+		a.mtime.sec = attr->st_mtim.tv_sec;
+		a.mtime.nsec = (uint32_t)attr->st_mtim.tv_nsec;
+	}
+	if (to_set & FUSE_SET_ATTR_CTIME) {
+		a.valid |= UBTRFS_SET_CTIME;
+		a.ctime.sec = attr->st_ctim.tv_sec;
+		a.ctime.nsec = (uint32_t)attr->st_ctim.tv_nsec;
+	}
+	int ret = ubtrfs_setattr(s->fs, id, &a, &st);
+	if (ret) {
+		fuse_reply_err(req, -ret);
+		return;
+	}
+	fill_attr(s, &st, &out);
+	fuse_reply_attr(req, &out, timeout(s));
+}
+
+static void op_write(fuse_req_t req, fuse_ino_t node, const char *buf, size_t size, off_t off,
+		     struct fuse_file_info *fi)
+{
+	struct fuse_state *s = state(req);
+	ubtrfs_ino id;
+	(void)fi;
+
+	from_node(s, node, &id);
+	ssize_t n = ubtrfs_write(s->fs, id, buf, size, (uint64_t)off);
+	if (n < 0)
+		fuse_reply_err(req, (int)-n);
+	else
+		fuse_reply_write(req, (size_t)n);
+}
+
+static void op_fsync(fuse_req_t req, fuse_ino_t node, int datasync, struct fuse_file_info *fi)
+{
+	(void)node;
+	(void)datasync;
+	(void)fi;
+	fuse_reply_err(req, -ubtrfs_commit(state(req)->fs));
+}
+
+static void op_flush(fuse_req_t req, fuse_ino_t node, struct fuse_file_info *fi)
+{
+	(void)node;
+	(void)fi;
+	fuse_reply_err(req, 0);
+}
+
+static void op_release(fuse_req_t req, fuse_ino_t node, struct fuse_file_info *fi)
+{
+	(void)node;
+	(void)fi;
+	fuse_reply_err(req, 0);
+}
+
+static void op_setxattr(fuse_req_t req, fuse_ino_t node, const char *name, const char *value,
+			size_t size, int flags)
+{
+	struct fuse_state *s = state(req);
+	ubtrfs_ino id;
+
+	from_node(s, node, &id);
+	fuse_reply_err(req, -ubtrfs_setxattr(s->fs, id, name, value, size, flags));
+}
+
+static void op_removexattr(fuse_req_t req, fuse_ino_t node, const char *name)
+{
+	struct fuse_state *s = state(req);
+	ubtrfs_ino id;
+
+	from_node(s, node, &id);
+	fuse_reply_err(req, -ubtrfs_removexattr(s->fs, id, name));
+}
+
+/* Commit every COMMIT_INTERVAL seconds until stopped. */
+static void *commit_timer(void *arg)
+{
+	struct fuse_state *s = arg;
+
+	pthread_mutex_lock(&s->mu);
+	while (!s->stop) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += COMMIT_INTERVAL;
+		pthread_cond_timedwait(&s->cond, &s->mu, &ts);
+		if (s->stop)
+			break;
+		pthread_mutex_unlock(&s->mu);
+		int ret = ubtrfs_commit(s->fs);
+		if (ret && ret != -EROFS)
+			fprintf(stderr, "ubtrfs: periodic commit failed: %s\n", ubtrfs_strerror(ret));
+		pthread_mutex_lock(&s->mu);
+	}
+	pthread_mutex_unlock(&s->mu);
+	return NULL;
+}
+
+static void stop_timer(struct fuse_state *s)
+{
+	if (!s->timer_running)
+		return;
+	pthread_mutex_lock(&s->mu);
+	s->stop = true;
+	pthread_cond_signal(&s->cond);
+	pthread_mutex_unlock(&s->mu);
+	pthread_join(s->timer, NULL);
+	s->timer_running = false;
+}
+
+/* Unmount: everything still running goes to disk. */
+static void op_destroy(void *userdata)
+{
+	struct fuse_state *s = userdata;
+
+	if (!s->rw)
+		return;
+	stop_timer(s);
+	int ret = ubtrfs_commit(s->fs);
+	if (ret)
+		fprintf(stderr, "ubtrfs: commit at unmount failed: %s\n", ubtrfs_strerror(ret));
+}
+
 static const struct fuse_lowlevel_ops ops = {
 	.init = op_init,
+	.destroy = op_destroy,
 	.lookup = op_lookup,
 	.getattr = op_getattr,
 	.readlink = op_readlink,
@@ -488,25 +848,65 @@ static const struct fuse_lowlevel_ops ops = {
 	.listxattr = op_listxattr,
 };
 
+/* The read-write table: the same plus every changing operation. */
+static const struct fuse_lowlevel_ops rw_ops = {
+	.init = op_init,
+	.destroy = op_destroy,
+	.lookup = op_lookup,
+	.getattr = op_getattr,
+	.readlink = op_readlink,
+	.open = op_open,
+	.read = op_read,
+	.opendir = op_opendir,
+	.readdir = op_readdir,
+	.readdirplus = op_readdirplus,
+	.statfs = op_statfs,
+	.getxattr = op_getxattr,
+	.listxattr = op_listxattr,
+	.mknod = op_mknod,
+	.mkdir = op_mkdir,
+	.create = op_create,
+	.symlink = op_symlink,
+	.link = op_link,
+	.unlink = op_unlink,
+	.rmdir = op_rmdir,
+	.rename = op_rename,
+	.setattr = op_setattr,
+	.write = op_write,
+	.fsync = op_fsync,
+	.fsyncdir = op_fsync,
+	.flush = op_flush,
+	.release = op_release,
+	.releasedir = op_release,
+	.setxattr = op_setxattr,
+	.removexattr = op_removexattr,
+};
+
 int ubtrfs_fuse_serve(ubtrfs_fs *fs, const struct ubtrfs_fuse_opts *o)
 {
-	struct fuse_state s = { fs, o->subvol, { 0, 0 } };
+	struct fuse_state s = { 0 };
 	char optbuf[4096];
 	int ret;
 
+	s.fs = fs;
+	s.subvol = o->subvol;
+	s.rw = o->rw && !ubtrfs_is_readonly(fs);
+	pthread_mutex_init(&s.mu, NULL);
+	pthread_cond_init(&s.cond, NULL);
 	ret = ubtrfs_subvol_root(fs, o->subvol, &s.root);
 	if (ret) {
 		fprintf(stderr, "ubtrfs: subvolume %llu: %s\n", (unsigned long long)o->subvol,
 			ubtrfs_strerror(ret));
 		return 1;
 	}
-	snprintf(optbuf, sizeof(optbuf), "ro,default_permissions,fsname=%s,subtype=ubtrfs%s%s%s",
-		 o->fsname, o->allow_other ? ",allow_other" : "",
+	snprintf(optbuf, sizeof(optbuf), "%s,default_permissions,fsname=%s,subtype=ubtrfs%s%s%s",
+		 s.rw ? "rw" : "ro", o->fsname, o->allow_other ? ",allow_other" : "",
 		 o->extra_fuse_opts && *o->extra_fuse_opts ? "," : "",
 		 o->extra_fuse_opts ? o->extra_fuse_opts : "");
 	char *argv[] = { "ubtrfs", "-o", optbuf, o->debug ? "-d" : NULL, NULL };
 	struct fuse_args args = FUSE_ARGS_INIT(o->debug ? 4 : 3, argv);
-	struct fuse_session *se = fuse_session_new(&args, &ops, sizeof(ops), &s);
+	const struct fuse_lowlevel_ops *table = s.rw ? &rw_ops : &ops;
+	struct fuse_session *se = fuse_session_new(&args, table, sizeof(*table), &s);
 	if (!se) {
 		fuse_opt_free_args(&args);
 		return 1;
@@ -519,6 +919,9 @@ int ubtrfs_fuse_serve(ubtrfs_fs *fs, const struct ubtrfs_fuse_opts *o)
 	/* The mount exists now: the parent may return to its caller. */
 	if (fuse_daemonize(o->foreground) != 0)
 		goto out_unmount;
+	/* Threads after daemonizing: fork keeps only the calling thread. */
+	if (s.rw && pthread_create(&s.timer, NULL, commit_timer, &s) == 0)
+		s.timer_running = true;
 	struct fuse_loop_config *cfg = fuse_loop_cfg_create();
 	if (cfg) {
 		fuse_loop_cfg_set_clone_fd(cfg, 0);
@@ -533,11 +936,14 @@ int ubtrfs_fuse_serve(ubtrfs_fs *fs, const struct ubtrfs_fuse_opts *o)
 	}
 	ret = ret < 0 ? 1 : 0;
 out_unmount:
+	stop_timer(&s);
 	fuse_session_unmount(se);
 out_signals:
 	fuse_remove_signal_handlers(se);
 out_destroy:
 	fuse_session_destroy(se);
 	fuse_opt_free_args(&args);
+	pthread_cond_destroy(&s.cond);
+	pthread_mutex_destroy(&s.mu);
 	return ret;
 }

@@ -17,6 +17,7 @@ struct ubtrfs_fuse_opts {
 	bool foreground;
 	bool allow_other;
 	bool debug;
+	bool rw;			/* EXPERIMENTAL read-write (fs opened RDWR) */
 	const char *extra_fuse_opts;	/* passed to libfuse's -o, may be NULL */
 };
 

@@ -148,11 +148,11 @@ int ubtrfs_open_cache(const char *const *devices, size_t ndev, unsigned flags,
 	ubt_bdev_close(bd);
 	if (ret)
 		return ret;
-	ret = ubt_super_check_features(&sb, rw, &ubt_feature_policy_current, devices[0]);
+	/* Read-write: the reading policy here, the writer's own (stricter)
+	 * checks in ubt_wfs_init below refuse what it cannot write. */
+	ret = ubt_super_check_features(&sb, false, &ubt_feature_policy_current, devices[0]);
 	if (ret)
 		return ret;
-	if (rw)
-		return -EROFS;	/* unreachable until the write engine lands */
 
 	f = calloc(1, sizeof(*f));
 	if (!f)
@@ -161,20 +161,28 @@ int ubtrfs_open_cache(const char *const *devices, size_t ndev, unsigned flags,
 	opts.vol.degraded = flags & UBTRFS_OPEN_DEGRADED;
 	opts.nologreplay = flags & UBTRFS_OPEN_NOLOGREPLAY;
 	opts.cache_bytes = cache_bytes;
+	opts.vol.writable = rw;
+	if (pthread_rwlock_init(&f->lock, NULL)) {
+		free(f);
+		return -ENOMEM;
+	}
 	ret = ubt_fs_open(devices, ndev, &opts, &f->fs);
 	if (ret) {
+		pthread_rwlock_destroy(&f->lock);
 		free(f);
 		return ret;
 	}
 	/* Every device must pass the policy too (they share the features, but
 	 * a stale device's superblock is checked rather than assumed). */
-	ret = ubt_super_check_features(&f->fs->vol->super, rw, &ubt_feature_policy_current,
+	ret = ubt_super_check_features(&f->fs->vol->super, false, &ubt_feature_policy_current,
 				       devices[0]);
+	if (!ret && rw)
+		ret = ubt_api_write_init(f);
 	if (ret) {
 		ubtrfs_close(f);
 		return ret;
 	}
-	f->readonly = true;
+	f->readonly = !rw;
 	*out = f;
 	return 0;
 }
@@ -188,7 +196,9 @@ void ubtrfs_close(ubtrfs_fs *f)
 {
 	if (!f)
 		return;
+	ubt_api_write_close(f);	/* commits what a writable handle still holds */
 	ubt_fs_close(f->fs);
+	pthread_rwlock_destroy(&f->lock);
 	free(f);
 }
 

@@ -17,6 +17,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+static int unl_parent(ubtrfs_fs *f, ubtrfs_ino dir, ubtrfs_ino *out);
+
 static int get_inode(ubtrfs_fs *f, ubtrfs_ino id, struct ubt_inode *out)
 {
 	const struct ubt_subvol *sv;
@@ -60,12 +62,12 @@ static void fill_stat(const struct ubt_fs *fs, const struct ubt_inode *in, struc
 	st->otime = conv_time(&ii->otime);
 }
 
-uint64_t ubtrfs_default_subvol(ubtrfs_fs *f)
+static uint64_t unl_default_subvol(ubtrfs_fs *f)
 {
 	return f->fs->default_subvol;
 }
 
-int ubtrfs_subvol_root(ubtrfs_fs *f, uint64_t subvol, ubtrfs_ino *out)
+static int unl_subvol_root(ubtrfs_fs *f, uint64_t subvol, ubtrfs_ino *out)
 {
 	const struct ubt_subvol *sv;
 	int ret = ubt_fs_subvol(f->fs, subvol, &sv);
@@ -77,7 +79,7 @@ int ubtrfs_subvol_root(ubtrfs_fs *f, uint64_t subvol, ubtrfs_ino *out)
 	return 0;
 }
 
-int ubtrfs_stat(ubtrfs_fs *f, ubtrfs_ino id, struct ubtrfs_stat *out)
+static int unl_stat(ubtrfs_fs *f, ubtrfs_ino id, struct ubtrfs_stat *out)
 {
 	struct ubt_inode in;
 	int ret = get_inode(f, id, &in);
@@ -88,7 +90,7 @@ int ubtrfs_stat(ubtrfs_fs *f, ubtrfs_ino id, struct ubtrfs_stat *out)
 	return 0;
 }
 
-int ubtrfs_lookup(ubtrfs_fs *f, ubtrfs_ino dir, const char *name, struct ubtrfs_stat *out)
+static int unl_lookup(ubtrfs_fs *f, ubtrfs_ino dir, const char *name, struct ubtrfs_stat *out)
 {
 	struct ubt_inode d, child;
 	struct btrfs_key loc;
@@ -112,11 +114,11 @@ int ubtrfs_lookup(ubtrfs_fs *f, ubtrfs_ino dir, const char *name, struct ubtrfs_
 	return 0;
 }
 
-int ubtrfs_resolve(ubtrfs_fs *f, ubtrfs_ino start, const char *path, struct ubtrfs_stat *out)
+static int unl_resolve(ubtrfs_fs *f, ubtrfs_ino start, const char *path, struct ubtrfs_stat *out)
 {
 	struct ubtrfs_stat cur;
 	char name[BTRFS_NAME_LEN + 1];
-	int ret = ubtrfs_stat(f, start, &cur);
+	int ret = unl_stat(f, start, &cur);
 
 	while (ret == 0 && *path) {
 		while (*path == '/')
@@ -134,12 +136,12 @@ int ubtrfs_resolve(ubtrfs_fs *f, ubtrfs_ino start, const char *path, struct ubtr
 			continue;
 		if (!strcmp(name, "..")) {
 			ubtrfs_ino parent;
-			ret = ubtrfs_parent(f, cur.id, &parent);
+			ret = unl_parent(f, cur.id, &parent);
 			if (!ret)
-				ret = ubtrfs_stat(f, parent, &cur);
+				ret = unl_stat(f, parent, &cur);
 			continue;
 		}
-		ret = ubtrfs_lookup(f, cur.id, name, &cur);
+		ret = unl_lookup(f, cur.id, name, &cur);
 	}
 	if (!ret)
 		*out = cur;
@@ -200,7 +202,7 @@ static int readdir_one(void *ctx, const struct ubt_dirent *e)
 	return r->fn(r->ctx, &out);
 }
 
-int ubtrfs_readdir(ubtrfs_fs *f, ubtrfs_ino dir, uint64_t offset,
+static int unl_readdir(ubtrfs_fs *f, ubtrfs_ino dir, uint64_t offset,
 		   int (*fn)(void *ctx, const struct ubtrfs_dirent *e), void *ctx)
 {
 	struct ubt_inode d;
@@ -236,7 +238,7 @@ static int first_item_of(struct ubt_fs *fs, const struct ubt_root_ref *root, uin
 	return ret == 1 ? -ENOENT : ret;
 }
 
-int ubtrfs_parent(ubtrfs_fs *f, ubtrfs_ino dir, ubtrfs_ino *out)
+static int unl_parent(ubtrfs_fs *f, ubtrfs_ino dir, ubtrfs_ino *out)
 {
 	const struct ubt_subvol *sv;
 	struct btrfs_key key;
@@ -276,7 +278,7 @@ int ubtrfs_parent(ubtrfs_fs *f, ubtrfs_ino dir, ubtrfs_ino *out)
 	return 0;
 }
 
-ssize_t ubtrfs_read(ubtrfs_fs *f, ubtrfs_ino id, void *buf, size_t len, uint64_t off)
+static ssize_t unl_read(ubtrfs_fs *f, ubtrfs_ino id, void *buf, size_t len, uint64_t off)
 {
 	struct ubt_inode in;
 	int ret = get_inode(f, id, &in);
@@ -288,7 +290,7 @@ ssize_t ubtrfs_read(ubtrfs_fs *f, ubtrfs_ino id, void *buf, size_t len, uint64_t
 	return ubt_file_read(f->fs, &in, buf, len, off);
 }
 
-ssize_t ubtrfs_read_iov(ubtrfs_fs *f, ubtrfs_ino id, void *scratch, size_t len, uint64_t off,
+static ssize_t unl_read_iov(ubtrfs_fs *f, ubtrfs_ino id, void *scratch, size_t len, uint64_t off,
 			struct iovec *iov, size_t *iovcnt)
 {
 	struct ubt_inode in;
@@ -305,7 +307,7 @@ ssize_t ubtrfs_read_iov(ubtrfs_fs *f, ubtrfs_ino id, void *scratch, size_t len, 
 	return ubt_file_read_vec(f->fs, &in, scratch, len, off, iov, iovcnt);
 }
 
-ssize_t ubtrfs_readlink(ubtrfs_fs *f, ubtrfs_ino id, char *buf, size_t size)
+static ssize_t unl_readlink(ubtrfs_fs *f, ubtrfs_ino id, char *buf, size_t size)
 {
 	struct ubt_inode in;
 	int ret = get_inode(f, id, &in);
@@ -322,7 +324,7 @@ ssize_t ubtrfs_readlink(ubtrfs_fs *f, ubtrfs_ino id, char *buf, size_t size)
 	return (ssize_t)len;
 }
 
-ssize_t ubtrfs_listxattr(ubtrfs_fs *f, ubtrfs_ino id, char *buf, size_t size)
+static ssize_t unl_listxattr(ubtrfs_fs *f, ubtrfs_ino id, char *buf, size_t size)
 {
 	const struct ubt_subvol *sv;
 	int ret = ubt_fs_subvol(f->fs, id.subvol, &sv);
@@ -332,7 +334,7 @@ ssize_t ubtrfs_listxattr(ubtrfs_fs *f, ubtrfs_ino id, char *buf, size_t size)
 	return ubt_xattr_list(f->fs, sv, id.ino, buf, size);
 }
 
-ssize_t ubtrfs_getxattr(ubtrfs_fs *f, ubtrfs_ino id, const char *name, void *buf, size_t size)
+static ssize_t unl_getxattr(ubtrfs_fs *f, ubtrfs_ino id, const char *name, void *buf, size_t size)
 {
 	const struct ubt_subvol *sv;
 	int ret = ubt_fs_subvol(f->fs, id.subvol, &sv);
@@ -342,7 +344,7 @@ ssize_t ubtrfs_getxattr(ubtrfs_fs *f, ubtrfs_ino id, const char *name, void *buf
 	return ubt_xattr_get(f->fs, sv, id.ino, name, buf, size);
 }
 
-int ubtrfs_data_ranges(ubtrfs_fs *f, ubtrfs_ino id,
+static int unl_data_ranges(ubtrfs_fs *f, ubtrfs_ino id,
 		       int (*fn)(void *ctx, uint64_t off, uint64_t len), void *ctx)
 {
 	struct ubt_inode in;
@@ -353,4 +355,123 @@ int ubtrfs_data_ranges(ubtrfs_fs *f, ubtrfs_ino id,
 	if (!S_ISREG(ubt_inode_mode(&in)))
 		return -EINVAL;
 	return ubt_file_data_ranges(f->fs, &in, fn, ctx);
+}
+
+/* ---- the public entry points: each holds the handle lock shared ------- */
+
+int ubt_api_stat(ubtrfs_fs *f, ubtrfs_ino id, struct ubtrfs_stat *out)
+{
+	return unl_stat(f, id, out);
+}
+
+int ubt_api_lookup(ubtrfs_fs *f, ubtrfs_ino dir, const char *name, struct ubtrfs_stat *out)
+{
+	return unl_lookup(f, dir, name, out);
+}
+
+uint64_t ubtrfs_default_subvol(ubtrfs_fs *f)
+{
+	ubt_api_rdlock(f);
+	uint64_t r = unl_default_subvol(f);
+	ubt_api_unlock(f);
+	return r;
+}
+
+int ubtrfs_subvol_root(ubtrfs_fs *f, uint64_t subvol, ubtrfs_ino *out)
+{
+	ubt_api_rdlock(f);
+	int r = unl_subvol_root(f, subvol, out);
+	ubt_api_unlock(f);
+	return r;
+}
+
+int ubtrfs_stat(ubtrfs_fs *f, ubtrfs_ino id, struct ubtrfs_stat *out)
+{
+	ubt_api_rdlock(f);
+	int r = unl_stat(f, id, out);
+	ubt_api_unlock(f);
+	return r;
+}
+
+int ubtrfs_lookup(ubtrfs_fs *f, ubtrfs_ino dir, const char *name, struct ubtrfs_stat *out)
+{
+	ubt_api_rdlock(f);
+	int r = unl_lookup(f, dir, name, out);
+	ubt_api_unlock(f);
+	return r;
+}
+
+int ubtrfs_resolve(ubtrfs_fs *f, ubtrfs_ino start, const char *path, struct ubtrfs_stat *out)
+{
+	ubt_api_rdlock(f);
+	int r = unl_resolve(f, start, path, out);
+	ubt_api_unlock(f);
+	return r;
+}
+
+int ubtrfs_readdir(ubtrfs_fs *f, ubtrfs_ino dir, uint64_t offset,
+		   int (*fn)(void *ctx, const struct ubtrfs_dirent *e), void *ctx)
+{
+	ubt_api_rdlock(f);
+	int r = unl_readdir(f, dir, offset, fn, ctx);
+	ubt_api_unlock(f);
+	return r;
+}
+
+int ubtrfs_parent(ubtrfs_fs *f, ubtrfs_ino dir, ubtrfs_ino *out)
+{
+	ubt_api_rdlock(f);
+	int r = unl_parent(f, dir, out);
+	ubt_api_unlock(f);
+	return r;
+}
+
+ssize_t ubtrfs_read(ubtrfs_fs *f, ubtrfs_ino id, void *buf, size_t len, uint64_t off)
+{
+	ubt_api_rdlock(f);
+	ssize_t r = unl_read(f, id, buf, len, off);
+	ubt_api_unlock(f);
+	return r;
+}
+
+ssize_t ubtrfs_read_iov(ubtrfs_fs *f, ubtrfs_ino id, void *scratch, size_t len, uint64_t off,
+			struct iovec *iov, size_t *iovcnt)
+{
+	ubt_api_rdlock(f);
+	ssize_t r = unl_read_iov(f, id, scratch, len, off, iov, iovcnt);
+	ubt_api_unlock(f);
+	return r;
+}
+
+ssize_t ubtrfs_readlink(ubtrfs_fs *f, ubtrfs_ino id, char *buf, size_t size)
+{
+	ubt_api_rdlock(f);
+	ssize_t r = unl_readlink(f, id, buf, size);
+	ubt_api_unlock(f);
+	return r;
+}
+
+ssize_t ubtrfs_listxattr(ubtrfs_fs *f, ubtrfs_ino id, char *buf, size_t size)
+{
+	ubt_api_rdlock(f);
+	ssize_t r = unl_listxattr(f, id, buf, size);
+	ubt_api_unlock(f);
+	return r;
+}
+
+ssize_t ubtrfs_getxattr(ubtrfs_fs *f, ubtrfs_ino id, const char *name, void *buf, size_t size)
+{
+	ubt_api_rdlock(f);
+	ssize_t r = unl_getxattr(f, id, name, buf, size);
+	ubt_api_unlock(f);
+	return r;
+}
+
+int ubtrfs_data_ranges(ubtrfs_fs *f, ubtrfs_ino id,
+		       int (*fn)(void *ctx, uint64_t off, uint64_t len), void *ctx)
+{
+	ubt_api_rdlock(f);
+	int r = unl_data_ranges(f, id, fn, ctx);
+	ubt_api_unlock(f);
+	return r;
 }

@@ -189,7 +189,7 @@ static int add_unallocated(void *ctx, const struct ubtrfs_device_info *d)
 	return 0;
 }
 
-int ubtrfs_statfs(ubtrfs_fs *f, struct ubtrfs_statfs *out)
+static int statfs_unlocked(ubtrfs_fs *f, struct ubtrfs_statfs *out)
 {
 	const struct btrfs_super_block *sb = &f->fs->vol->super;
 	struct bg_sum sums[64];
@@ -222,6 +222,15 @@ int ubtrfs_statfs(ubtrfs_fs *f, struct ubtrfs_statfs *out)
 	out->bavail = (free_data + unallocated) * 100 / fx / bsize;
 	out->namelen = BTRFS_NAME_LEN;
 	return 0;
+}
+
+/* Block-group items change under a writer: hold the handle lock. */
+int ubtrfs_statfs(ubtrfs_fs *f, struct ubtrfs_statfs *out)
+{
+	ubt_api_rdlock(f);
+	int ret = statfs_unlocked(f, out);
+	ubt_api_unlock(f);
+	return ret;
 }
 
 /* ---- subvolume list ----------------------------------------------------- */

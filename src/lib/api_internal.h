@@ -1,16 +1,54 @@
 /*
- * Shared by api.c and api_fs.c only: the public handle's layout.
+ * Shared by the api*.c files only: the public handle's layout and its lock.
  */
 #ifndef UBTRFS_API_INTERNAL_H
 #define UBTRFS_API_INTERNAL_H
 
+#include <pthread.h>
 #include <stdbool.h>
 
+#include <ubtrfs/ubtrfs.h>
+
 struct ubt_fs;
+struct ubt_ns;
+struct ubt_trans;
 
 struct ubtrfs_fs {
 	struct ubt_fs *fs;
 	bool readonly;
+	/*
+	 * One writer at a time: every read call holds `lock` shared, every
+	 * write call exclusive, so readers never see half an operation.
+	 * (glibc's default rwlock prefers readers, so a read call may nest
+	 * another read call.)
+	 */
+	pthread_rwlock_t lock;
+	/* Writable handles (api_write.c): namespace state and the running
+	 * transaction, started by the first write, ended by ubtrfs_commit. */
+	struct ubt_ns *ns;
+	struct ubt_trans *trans;
+	unsigned nops;			/* operations in the running transaction */
 };
+
+static inline void ubt_api_rdlock(ubtrfs_fs *f)
+{
+	pthread_rwlock_rdlock(&f->lock);
+}
+static inline void ubt_api_wrlock(ubtrfs_fs *f)
+{
+	pthread_rwlock_wrlock(&f->lock);
+}
+static inline void ubt_api_unlock(ubtrfs_fs *f)
+{
+	pthread_rwlock_unlock(&f->lock);
+}
+
+/* Unlocked versions for callers that hold the lock (api_fs.c). */
+int ubt_api_stat(ubtrfs_fs *f, ubtrfs_ino id, struct ubtrfs_stat *out);
+int ubt_api_lookup(ubtrfs_fs *f, ubtrfs_ino dir, const char *name, struct ubtrfs_stat *out);
+
+/* api_write.c: set up / tear down the writer of a handle opened read-write. */
+int ubt_api_write_init(ubtrfs_fs *f);
+void ubt_api_write_close(ubtrfs_fs *f);
 
 #endif

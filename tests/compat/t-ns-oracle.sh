@@ -356,11 +356,11 @@ PROPS="$FLAGS && mkdir P Q R && btrfs property set P compression zstd:3 &&
 	mkdir C/sub P/sub"
 
 #    name           maker   mkfs options           ops   commit  subvolume
-cell progs-4k       progs   "-n 4096"              3000  50
-cell progs-16k      progs   ""                     3000  100
-cell progs-noextref progs   "-n 4096 -O ^extref"   3000  50
-cell ubt-mkfs       ubtrfs  ""                     2000  100
-cell subvol         progs   "-n 4096"              1500  50  sv
+cell progs-4k       progs   "-n 4096"              2500  50
+cell progs-16k      progs   ""                     2000  100
+cell progs-noextref progs   "-n 4096 -O ^extref"   2500  50
+cell ubt-mkfs       ubtrfs  ""                     1500  100
+cell subvol         progs   "-n 4096"              1200  50  sv
 #     name          mkfs options                   ops   commit halves prep
 kcell kernel-4k     "-n 4096"                      1500  50    2  "$FLAGS"
 kcell kernel-noext  "-n 4096 -O ^extref"           1500  50    2  "$FLAGS"

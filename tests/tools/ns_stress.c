@@ -43,12 +43,23 @@
  * earlier round) is refused by the engine (EOPNOTSUPP) and then skipped on
  * the reference.
  *
+ * With a tmpfs reference a time change is only required one way (a change
+ * there must be a change here): tmpfs takes a directory's new time from
+ * the inode it unlinks, which often leaves it as it was.  A kernel btrfs
+ * reference is held to both ways.
+ *
  * REFDIR should be mounted noatime (the final times must survive reads).
  * Run as root (mknod, chown, trusted.* xattrs).
+ *
+ * Environment: UBTRFS_NS_SUBVOL=ID (subvolume), UBTRFS_NS_REOPEN=N (reopen
+ * every Nth commit, 0 never; default 10), UBTRFS_NS_POP=N (population the
+ * operations keep near; default 150), UBTRFS_NS_TRACE=1 (each operation on
+ * stderr).
  *
  * Exit: 0 ok, 1 mismatch or engine error (with the operation).
  */
 #include "base/base.h"
+#include "engine_tool.h"
 #include "fs/fs.h"
 #include "trans/inode_w.h"
 #include "trans/trans.h"
@@ -152,23 +163,10 @@ static const char *errname(int e)
 
 static int open_fs(void)
 {
-	struct ubt_fs_opts o = { 0 };
-	const char *paths[16];
-	size_t n = 0;
-	static char buf[4096];
-	int ret;
-
-	snprintf(buf, sizeof(buf), "%s", images);
-	for (char *p = strtok(buf, ","); p && n < 16; p = strtok(NULL, ","))
-		paths[n++] = p;
-	o.vol.writable = true;
-	o.cache_bytes = 8ull << 20;
-	ret = ubt_fs_open(paths, n, &o, &fs);
+	int ret = engine_open(images, &fs);
 	if (ret)
 		return ret;
-	ret = ubt_wfs_init(fs);
-	if (!ret)
-		ret = ubt_ns_new(fs, &ns);
+	ret = ubt_ns_new(fs, &ns);
 	if (!ret)
 		ret = ubt_fs_subvol(fs, subvol, &sv);
 	if (ret)
@@ -183,8 +181,7 @@ static void close_fs(void)
 {
 	ubt_ns_free(ns);
 	ns = NULL;
-	ubt_wfs_destroy(fs);
-	ubt_fs_close(fs);
+	engine_close(fs);
 	fs = NULL;
 	sv = NULL;
 }

@@ -1,0 +1,388 @@
+/*
+ * The public API, part 5: writing through a handle opened read-write
+ * (EXPERIMENTAL).  Translation over the copy-on-write engine (trans/): a
+ * transaction started by the first change and ended by ubtrfs_commit, the
+ * handle lock held exclusively for every change, and the few VFS-side steps
+ * the engine leaves to its caller (an inode's data goes before its last
+ * name; the current time).
+ */
+#include <ubtrfs/ubtrfs.h>
+
+#include "api_internal.h"
+#include "base/base.h"
+#include "fs/fs.h"
+#include "trans/file_w.h"
+#include "trans/inode_w.h"
+#include "trans/trans.h"
+
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+/* Commit by itself after this many operations in one transaction. */
+#define AUTO_COMMIT_OPS 1000
+
+int ubt_api_write_init(ubtrfs_fs *f)
+{
+	int ret = ubt_wfs_init(f->fs);
+
+	if (!ret)
+		ret = ubt_ns_new(f->fs, &f->ns);
+	return ret;
+}
+
+static int commit_locked(ubtrfs_fs *f)
+{
+	if (!f->trans)
+		return f->fs->wr && f->fs->wr->aborted ? -EROFS : 0;
+	int ret = ubt_trans_commit(f->trans);
+	f->trans = NULL;	/* committed, or aborted and gone */
+	f->nops = 0;
+	return ret;
+}
+
+void ubt_api_write_close(ubtrfs_fs *f)
+{
+	if (!f->fs || !f->fs->wr)
+		return;
+	ubt_api_wrlock(f);
+	int ret = commit_locked(f);
+	if (ret && ret != -EROFS)
+		ubt_log(UBT_LOG_ERROR, "commit at close failed: %s", ubt_strerror(ret));
+	ubt_ns_free(f->ns);
+	f->ns = NULL;
+	ubt_wfs_destroy(f->fs);
+	f->fs->wr = NULL;
+	ubt_api_unlock(f);
+}
+
+int ubtrfs_commit(ubtrfs_fs *f)
+{
+	if (f->readonly)
+		return -EROFS;
+	ubt_api_wrlock(f);
+	int ret = commit_locked(f);
+	ubt_api_unlock(f);
+	return ret;
+}
+
+/* ---- one operation ------------------------------------------------------ */
+
+struct op {
+	ubtrfs_fs *f;
+	struct ubt_trans *t;
+	struct ubt_ns_time now;
+	struct btrfs_timespec bnow;
+};
+
+/* Take the lock exclusively and make sure a transaction runs. */
+static int op_begin(ubtrfs_fs *f, struct op *op)
+{
+	struct timespec ts;
+
+	if (f->readonly)
+		return -EROFS;
+	ubt_api_wrlock(f);
+	if (!f->fs->wr || f->fs->wr->aborted) {
+		f->trans = NULL;
+		ubt_api_unlock(f);
+		return -EROFS;
+	}
+	if (!f->trans) {
+		int ret = ubt_trans_start(f->fs, &f->trans);
+		if (ret) {
+			f->trans = NULL;
+			ubt_api_unlock(f);
+			return ret;
+		}
+		f->nops = 0;
+	}
+	clock_gettime(CLOCK_REALTIME, &ts);
+	op->f = f;
+	op->t = f->trans;
+	op->now.sec = ts.tv_sec;
+	op->now.nsec = (uint32_t)ts.tv_nsec;
+	memset(&op->bnow, 0, sizeof(op->bnow));
+	btrfs_set_timespec_sec(&op->bnow, (uint64_t)ts.tv_sec);
+	btrfs_set_timespec_nsec(&op->bnow, (uint32_t)ts.tv_nsec);
+	return 0;
+}
+
+static int op_end(struct op *op, int ret)
+{
+	ubtrfs_fs *f = op->f;
+
+	if (f->fs->wr->aborted) {
+		f->trans = NULL;	/* the engine aborted (and freed) it */
+		if (ret == 0)
+			ret = -EROFS;
+	} else if (++f->nops >= AUTO_COMMIT_OPS) {
+		int c = commit_locked(f);
+		if (c && ret == 0)
+			ret = c;
+	}
+	ubt_api_unlock(f);
+	return ret;
+}
+
+/* Attributes after a successful operation (out may be NULL). */
+static int op_stat(struct op *op, int ret, uint64_t subvol, uint64_t ino, struct ubtrfs_stat *out)
+{
+	if (ret || !out)
+		return ret;
+	ubtrfs_ino id = { subvol, ino };
+	return ubt_api_stat(op->f, id, out);
+}
+
+/* Drop the data of a regular file about to lose its last name: the engine
+ * refuses to delete an inode that still has data extents. */
+static int drop_data_if_last(struct op *op, uint64_t subvol, uint64_t ino)
+{
+	struct ubtrfs_stat st;
+	ubtrfs_ino id = { subvol, ino };
+	int ret = ubt_api_stat(op->f, id, &st);
+
+	if (ret)
+		return ret;
+	if (!S_ISREG(st.mode) || st.nlink != 1 || (st.size == 0 && st.blocks == 0))
+		return 0;
+	return ubt_file_truncate(op->t, subvol, ino, 0, &op->bnow);
+}
+
+/* ---- namespace ------------------------------------------------------------ */
+
+static int new_inode(ubtrfs_fs *f, ubtrfs_ino dir, const char *name,
+		     const struct ubt_ns_new_inode *a, struct ubtrfs_stat *out)
+{
+	struct op op;
+	uint64_t ino = 0;
+	int ret = op_begin(f, &op);
+
+	if (ret)
+		return ret;
+	ret = ubt_ns_create(f->ns, op.t, dir.subvol, dir.ino, name, strlen(name), a, op.now, &ino);
+	ret = op_stat(&op, ret, dir.subvol, ino, out);
+	return op_end(&op, ret);
+}
+
+int ubtrfs_mknod(ubtrfs_fs *f, ubtrfs_ino dir, const char *name, uint32_t mode, uint32_t uid,
+		 uint32_t gid, uint32_t rdev_major, uint32_t rdev_minor, struct ubtrfs_stat *out)
+{
+	struct ubt_ns_new_inode a = { 0 };
+
+	switch (mode & S_IFMT) {
+	case S_IFREG:
+	case S_IFDIR:
+	case S_IFIFO:
+	case S_IFSOCK:
+		break;
+	case S_IFCHR:
+	case S_IFBLK:
+		a.rdev_major = rdev_major;
+		a.rdev_minor = rdev_minor;
+		break;
+	default:
+		return -EINVAL;
+	}
+	a.mode = mode & (S_IFMT | 07777);
+	a.uid = uid;
+	a.gid = gid;
+	return new_inode(f, dir, name, &a, out);
+}
+
+int ubtrfs_create(ubtrfs_fs *f, ubtrfs_ino dir, const char *name, uint32_t mode, uint32_t uid,
+		  uint32_t gid, struct ubtrfs_stat *out)
+{
+	return ubtrfs_mknod(f, dir, name, S_IFREG | (mode & 07777), uid, gid, 0, 0, out);
+}
+
+int ubtrfs_mkdir(ubtrfs_fs *f, ubtrfs_ino dir, const char *name, uint32_t mode, uint32_t uid,
+		 uint32_t gid, struct ubtrfs_stat *out)
+{
+	return ubtrfs_mknod(f, dir, name, S_IFDIR | (mode & 07777), uid, gid, 0, 0, out);
+}
+
+int ubtrfs_symlink(ubtrfs_fs *f, ubtrfs_ino dir, const char *name, const char *target,
+		   uint32_t uid, uint32_t gid, struct ubtrfs_stat *out)
+{
+	struct ubt_ns_new_inode a = { 0 };
+
+	a.mode = S_IFLNK | 0777;
+	a.uid = uid;
+	a.gid = gid;
+	a.target = target;
+	a.target_len = strlen(target);
+	return new_inode(f, dir, name, &a, out);
+}
+
+int ubtrfs_link(ubtrfs_fs *f, ubtrfs_ino id, ubtrfs_ino newdir, const char *newname,
+		struct ubtrfs_stat *out)
+{
+	struct op op;
+	int ret;
+
+	if (id.subvol != newdir.subvol)
+		return -EXDEV;
+	ret = op_begin(f, &op);
+	if (ret)
+		return ret;
+	ret = ubt_ns_link(f->ns, op.t, id.subvol, id.ino, newdir.ino, newname, strlen(newname),
+			  op.now);
+	ret = op_stat(&op, ret, id.subvol, id.ino, out);
+	return op_end(&op, ret);
+}
+
+int ubtrfs_unlink(ubtrfs_fs *f, ubtrfs_ino dir, const char *name)
+{
+	struct op op;
+	uint64_t ino;
+	uint8_t type;
+	size_t len = strlen(name);
+	int ret = op_begin(f, &op);
+
+	if (ret)
+		return ret;
+	ret = ubt_ns_lookup(f->fs, dir.subvol, dir.ino, name, len, &ino, &type);
+	if (!ret && type == BTRFS_FT_REG_FILE)
+		ret = drop_data_if_last(&op, dir.subvol, ino);
+	if (!ret)
+		ret = ubt_ns_unlink(f->ns, op.t, dir.subvol, dir.ino, name, len, op.now);
+	return op_end(&op, ret);
+}
+
+int ubtrfs_rmdir(ubtrfs_fs *f, ubtrfs_ino dir, const char *name)
+{
+	struct op op;
+	int ret = op_begin(f, &op);
+
+	if (ret)
+		return ret;
+	ret = ubt_ns_rmdir(f->ns, op.t, dir.subvol, dir.ino, name, strlen(name), op.now);
+	return op_end(&op, ret);
+}
+
+int ubtrfs_rename(ubtrfs_fs *f, ubtrfs_ino olddir, const char *oldname, ubtrfs_ino newdir,
+		  const char *newname, unsigned flags)
+{
+	struct op op;
+	uint64_t src, dst;
+	uint8_t stype, dtype;
+	size_t oldlen = strlen(oldname), newlen = strlen(newname);
+	int ret;
+
+	if (flags)
+		return -EINVAL;
+	if (olddir.subvol != newdir.subvol)
+		return -EXDEV;
+	ret = op_begin(f, &op);
+	if (ret)
+		return ret;
+	/* A regular file replaced with its last name loses its data first;
+	 * only when the rename is otherwise sure to go ahead. */
+	if (ubt_ns_lookup(f->fs, newdir.subvol, newdir.ino, newname, newlen, &dst, &dtype) == 0 &&
+	    dtype == BTRFS_FT_REG_FILE &&
+	    ubt_ns_lookup(f->fs, olddir.subvol, olddir.ino, oldname, oldlen, &src, &stype) == 0 &&
+	    stype != BTRFS_FT_DIR && src != dst)
+		ret = drop_data_if_last(&op, newdir.subvol, dst);
+	if (!ret)
+		ret = ubt_ns_rename(f->ns, op.t, olddir.subvol, olddir.ino, oldname, oldlen,
+				    newdir.ino, newname, newlen, op.now);
+	return op_end(&op, ret);
+}
+
+/* ---- attributes and data ---------------------------------------------------- */
+
+static struct ubt_ns_time ns_time(struct ubtrfs_time t)
+{
+	struct ubt_ns_time r = { t.sec, t.nsec };
+	return r;
+}
+
+int ubtrfs_setattr(ubtrfs_fs *f, ubtrfs_ino id, const struct ubtrfs_setattr *a,
+		   struct ubtrfs_stat *out)
+{
+	struct ubt_ns_attr na = { 0 };
+	struct op op;
+	int ret = op_begin(f, &op);
+
+	if (ret)
+		return ret;
+	if (a->valid & UBTRFS_SET_SIZE) {
+		struct ubtrfs_stat st;
+		ret = ubt_api_stat(f, id, &st);
+		if (!ret && S_ISDIR(st.mode))
+			ret = -EISDIR;
+		else if (!ret && !S_ISREG(st.mode))
+			ret = -EINVAL;
+		if (!ret)
+			ret = ubt_file_truncate(op.t, id.subvol, id.ino, a->size, &op.bnow);
+	}
+	if (a->valid & UBTRFS_SET_MODE) {
+		na.valid |= UBT_NS_SET_MODE;
+		na.mode = a->mode & 07777;
+	}
+	if (a->valid & UBTRFS_SET_UID) {
+		na.valid |= UBT_NS_SET_UID;
+		na.uid = a->uid;
+	}
+	if (a->valid & UBTRFS_SET_GID) {
+		na.valid |= UBT_NS_SET_GID;
+		na.gid = a->gid;
+	}
+	if (a->valid & UBTRFS_SET_ATIME) {
+		na.valid |= UBT_NS_SET_ATIME;
+		na.atime = a->valid & UBTRFS_SET_ATIME_NOW ? op.now : ns_time(a->atime);
+	}
+	if (a->valid & UBTRFS_SET_MTIME) {
+		na.valid |= UBT_NS_SET_MTIME;
+		na.mtime = a->valid & UBTRFS_SET_MTIME_NOW ? op.now : ns_time(a->mtime);
+	}
+	if (!ret && (na.valid || (a->valid & UBTRFS_SET_CTIME))) {
+		na.valid |= UBT_NS_SET_CTIME;
+		na.ctime = a->valid & UBTRFS_SET_CTIME ? ns_time(a->ctime) : op.now;
+		ret = ubt_ns_setattr(f->ns, op.t, id.subvol, id.ino, &na);
+	}
+	ret = op_stat(&op, ret, id.subvol, id.ino, out);
+	return op_end(&op, ret);
+}
+
+ssize_t ubtrfs_write(ubtrfs_fs *f, ubtrfs_ino id, const void *buf, size_t len, uint64_t off)
+{
+	struct op op;
+	int ret;
+
+	if (len > SSIZE_MAX)
+		return -EINVAL;
+	ret = op_begin(f, &op);
+	if (ret)
+		return ret;
+	if (len)
+		ret = ubt_file_write(op.t, id.subvol, id.ino, off, buf, len, &op.bnow);
+	ret = op_end(&op, ret);
+	return ret ? ret : (ssize_t)len;
+}
+
+int ubtrfs_setxattr(ubtrfs_fs *f, ubtrfs_ino id, const char *name, const void *value,
+		    size_t size, int flags)
+{
+	struct op op;
+	int ret = op_begin(f, &op);
+
+	if (ret)
+		return ret;
+	ret = ubt_ns_setxattr(f->ns, op.t, id.subvol, id.ino, name, value, size, flags, op.now);
+	return op_end(&op, ret);
+}
+
+int ubtrfs_removexattr(ubtrfs_fs *f, ubtrfs_ino id, const char *name)
+{
+	struct op op;
+	int ret = op_begin(f, &op);
+
+	if (ret)
+		return ret;
+	ret = ubt_ns_removexattr(f->ns, op.t, id.subvol, id.ino, name, op.now);
+	return op_end(&op, ret);
+}
