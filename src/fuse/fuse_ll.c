@@ -36,6 +36,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/xattr.h>
@@ -267,6 +268,26 @@ static void op_open(fuse_req_t req, fuse_ino_t node, struct fuse_file_info *fi)
 }
 
 /*
+ * After a reply from the mapped image: drop our page-table entries of the
+ * pages sent (the page cache keeps them), so the daemon's resident size
+ * stays its own memory - the tree-block cache and buffers - instead of
+ * growing with every byte read.
+ */
+static void release_mapped(const struct iovec *iov, size_t cnt, const char *buf, size_t size)
+{
+	uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+
+	for (size_t i = 0; i < cnt; i++) {
+		const char *p = iov[i].iov_base;
+		if (p >= buf && p < buf + size)
+			continue;	/* our scratch buffer */
+		uintptr_t a = (uintptr_t)p & ~(page - 1);
+		uintptr_t b = ((uintptr_t)p + iov[i].iov_len + page - 1) & ~(page - 1);
+		madvise((void *)a, b - a, MADV_DONTNEED);
+	}
+}
+
+/*
  * READ replies with segments pointing into the mapped image where the data
  * is there uncompressed (verified in place), so the only copy of the bytes
  * is the kernel's, from the page cache into the FUSE reply.
@@ -301,10 +322,12 @@ static void op_read(fuse_req_t req, fuse_ino_t node, size_t size, off_t off,
 	} else {
 		n = ubtrfs_read_iov(s->fs, id, buf, size, (uint64_t)off, iov, &cnt);
 	}
-	if (n < 0)
+	if (n < 0) {
 		fuse_reply_err(req, (int)-n);
-	else
+	} else {
 		fuse_reply_iov(req, iov, (int)cnt);
+		release_mapped(iov, cnt, buf, size);
+	}
 	free(buf);
 	free(iov);
 }
