@@ -279,6 +279,16 @@ int ubt_wroot_get(struct ubt_trans *t, uint64_t objectid, struct ubt_wroot **out
 			return 0;
 		}
 	}
+	/* A subvolume: make sure the read side caches it first, so that every
+	 * root this writer publishes reaches readers (ubt_wroot_publish only
+	 * updates cached subvolumes). */
+	if (objectid == BTRFS_FS_TREE_OBJECTID ||
+	    (objectid >= BTRFS_FIRST_FREE_OBJECTID && objectid <= BTRFS_LAST_FREE_OBJECTID)) {
+		const struct ubt_subvol *sv;
+		ret = ubt_fs_subvol(fs, objectid, &sv);
+		if (ret && ret != -ENOENT)
+			return ret;
+	}
 	r = calloc(1, sizeof(*r));
 	if (!r)
 		return -ENOMEM;
