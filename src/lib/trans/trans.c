@@ -34,62 +34,6 @@ static const uint64_t writable_compat_ro =
 	BTRFS_FEATURE_COMPAT_RO_FREE_SPACE_TREE | BTRFS_FEATURE_COMPAT_RO_FREE_SPACE_TREE_VALID |
 	BTRFS_FEATURE_COMPAT_RO_BLOCK_GROUP_TREE;
 
-/* ---- volume writes ------------------------------------------------------ */
-
-static int write_stripe(const struct ubt_stripe_map *s, uint64_t physical, const void *buf,
-			size_t len)
-{
-	if (!s->dev || !s->dev->bd)
-		return -EIO;	/* no degraded writes */
-	return ubt_bdev_write(s->dev->bd, buf, len, physical);
-}
-
-int ubt_volume_write(struct ubt_volume *vol, uint64_t logical, const void *buf, size_t len)
-{
-	const uint8_t *p = buf;
-
-	while (len) {
-		const struct ubt_chunk *c = ubt_volume_find_chunk(vol, logical);
-		if (!c)
-			return UBT_CORRUPT(logical, "writing to an unmapped logical address");
-		uint64_t off = logical - c->start;
-		uint64_t stripe_nr = off / c->stripe_len, in_stripe = off % c->stripe_len;
-		uint64_t room = UBT_MIN(c->stripe_len - in_stripe, c->length - off);
-		size_t n = (size_t)UBT_MIN((uint64_t)len, room);
-		uint64_t profile = c->type & BTRFS_BLOCK_GROUP_PROFILE_MASK;
-		int ret = 0;
-
-		if (profile == 0 || (profile & (BTRFS_BLOCK_GROUP_DUP | BTRFS_BLOCK_GROUP_RAID1 |
-						 BTRFS_BLOCK_GROUP_RAID1C3 |
-						 BTRFS_BLOCK_GROUP_RAID1C4))) {
-			for (uint16_t i = 0; i < c->num_stripes && !ret; i++)
-				ret = write_stripe(&c->stripes[i], c->stripes[i].physical + off, p, n);
-		} else if (profile & BTRFS_BLOCK_GROUP_RAID0) {
-			const struct ubt_stripe_map *s = &c->stripes[stripe_nr % c->num_stripes];
-			ret = write_stripe(s, s->physical + stripe_nr / c->num_stripes * c->stripe_len +
-					   in_stripe, p, n);
-		} else if (profile & BTRFS_BLOCK_GROUP_RAID10) {
-			uint64_t groups = (uint64_t)c->num_stripes / c->sub_stripes;
-			uint64_t first = (stripe_nr % groups) * c->sub_stripes;
-			for (uint16_t k = 0; k < c->sub_stripes && !ret; k++) {
-				const struct ubt_stripe_map *s = &c->stripes[first + k];
-				ret = write_stripe(s, s->physical + stripe_nr / groups * c->stripe_len +
-						   in_stripe, p, n);
-			}
-		} else {
-			ubt_log(UBT_LOG_ERROR, "writing %s chunks is not supported",
-				ubt_profile_name(c->type));
-			ret = -EOPNOTSUPP;
-		}
-		if (ret)
-			return ret;
-		p += n;
-		logical += n;
-		len -= n;
-	}
-	return 0;
-}
-
 /* ---- writer state ----------------------------------------------------- */
 
 /* The backup slot after the one holding the current generation. */

@@ -260,10 +260,4 @@ int ubt_write_bg_items(struct ubt_trans *t);
  * kernel's thresholds. */
 int ubt_fst_update(struct ubt_trans *t);
 
-/* ---- commit I/O (trans.c) ---------------------------------------------- */
-
-/* Write len bytes at `logical` to every copy (SINGLE, DUP, RAID1*, RAID0,
- * RAID10); RAID5/6 refuse with -EOPNOTSUPP. */
-int ubt_volume_write(struct ubt_volume *vol, uint64_t logical, const void *buf, size_t len);
-
 #endif /* UBTRFS_TRANS_H */

@@ -211,6 +211,60 @@ int ubt_volume_num_copies(const struct ubt_volume *vol, uint64_t logical)
 	return c ? chunk_num_copies(c) : 0;
 }
 
+/*
+ * Where copy `mirror` of chunk offset `off` lives for the mirrored and
+ * striped profiles (not RAID5/6): the stripe and the physical byte; *room is
+ * how many bytes stay contiguous there (to the end of the stripe element or
+ * of the chunk).  -EINVAL for a mirror the profile does not have, -EUCLEAN
+ * for RAID5/6 or an unknown profile.
+ */
+static int mirror_stripe(const struct ubt_chunk *c, uint64_t off, int mirror,
+			 const struct ubt_stripe_map **out, uint64_t *physical, uint64_t *room)
+{
+	uint64_t stripe_nr = off / c->stripe_len, in_stripe = off % c->stripe_len;
+	const struct ubt_stripe_map *s;
+
+	*room = c->length - off;
+	switch (c->type & BTRFS_BLOCK_GROUP_PROFILE_MASK) {
+	case 0:
+		if (mirror != 1)
+			return -EINVAL;
+		s = &c->stripes[0];
+		*physical = s->physical + off;
+		break;
+	case BTRFS_BLOCK_GROUP_DUP:
+	case BTRFS_BLOCK_GROUP_RAID1:
+	case BTRFS_BLOCK_GROUP_RAID1C3:
+	case BTRFS_BLOCK_GROUP_RAID1C4:
+		if (mirror < 1 || mirror > c->num_stripes)
+			return -EINVAL;
+		s = &c->stripes[mirror - 1];
+		*physical = s->physical + off;
+		break;
+	case BTRFS_BLOCK_GROUP_RAID0:
+		if (mirror != 1)
+			return -EINVAL;
+		s = &c->stripes[stripe_nr % c->num_stripes];
+		*physical = s->physical + stripe_nr / c->num_stripes * c->stripe_len + in_stripe;
+		*room = UBT_MIN(*room, c->stripe_len - in_stripe);
+		break;
+	case BTRFS_BLOCK_GROUP_RAID10: {
+		uint64_t groups = (uint64_t)c->num_stripes / c->sub_stripes;
+		uint64_t idx = (stripe_nr % groups) * c->sub_stripes + (uint64_t)(mirror - 1);
+		if (mirror < 1 || mirror > c->sub_stripes || idx >= c->num_stripes)
+			return -EINVAL;
+		s = &c->stripes[idx];
+		*physical = s->physical + stripe_nr / groups * c->stripe_len + in_stripe;
+		*room = UBT_MIN(*room, c->stripe_len - in_stripe);
+		break;
+	}
+	default:
+		return -EUCLEAN;
+	}
+	*out = s;
+	return 0;
+}
+
 static int read_stripe(const struct ubt_stripe_map *s, uint64_t physical, void *buf, size_t len)
 {
 	if (!s->dev || !s->dev->bd)
@@ -303,39 +357,15 @@ out:
 static int read_in_chunk(const struct ubt_chunk *c, uint64_t off, void *buf, size_t len, int mirror)
 {
 	uint64_t profile = c->type & BTRFS_BLOCK_GROUP_PROFILE_MASK;
-	uint64_t stripe_nr = off / c->stripe_len;
-	uint64_t in_stripe = off % c->stripe_len;
 	const struct ubt_stripe_map *s;
+	uint64_t physical, room;
 
-	switch (profile) {
-	case 0:
-		s = &c->stripes[0];
-		return read_stripe(s, s->physical + off, buf, len);
-	case BTRFS_BLOCK_GROUP_DUP:
-	case BTRFS_BLOCK_GROUP_RAID1:
-	case BTRFS_BLOCK_GROUP_RAID1C3:
-	case BTRFS_BLOCK_GROUP_RAID1C4:
-		s = &c->stripes[mirror - 1];
-		return read_stripe(s, s->physical + off, buf, len);
-	case BTRFS_BLOCK_GROUP_RAID0: {
-		uint64_t idx = stripe_nr % c->num_stripes;
-		uint64_t row = stripe_nr / c->num_stripes;
-		s = &c->stripes[idx];
-		return read_stripe(s, s->physical + row * c->stripe_len + in_stripe, buf, len);
-	}
-	case BTRFS_BLOCK_GROUP_RAID10: {
-		uint64_t groups = (uint64_t)c->num_stripes / c->sub_stripes;
-		uint64_t idx = (stripe_nr % groups) * c->sub_stripes + (uint64_t)(mirror - 1);
-		uint64_t row = stripe_nr / groups;
-		s = &c->stripes[idx];
-		return read_stripe(s, s->physical + row * c->stripe_len + in_stripe, buf, len);
-	}
-	case BTRFS_BLOCK_GROUP_RAID5:
-	case BTRFS_BLOCK_GROUP_RAID6:
+	if (profile & (BTRFS_BLOCK_GROUP_RAID5 | BTRFS_BLOCK_GROUP_RAID6))
 		return read_raid56(c, off, buf, len, mirror);
-	default:
-		return -EUCLEAN;
-	}
+	int ret = mirror_stripe(c, off, mirror, &s, &physical, &room);
+	if (ret)
+		return ret == -EINVAL ? -EUCLEAN : ret;
+	return read_stripe(s, physical, buf, len);
 }
 
 int ubt_volume_read(struct ubt_volume *vol, uint64_t logical, void *buf, size_t len, int mirror)
@@ -366,45 +396,13 @@ size_t ubt_volume_map(struct ubt_volume *vol, uint64_t logical, size_t len, int 
 		      const uint8_t **out)
 {
 	const struct ubt_chunk *c = ubt_volume_find_chunk(vol, logical);
-	const struct ubt_stripe_map *s = NULL;
-	uint64_t physical = 0;
+	const struct ubt_stripe_map *s;
+	uint64_t physical, room;
 
 	*out = NULL;
-	if (!c || mirror < 1 || mirror > chunk_num_copies(c))
+	/* RAID5/6 (an error here): read_raid56 knows the layout and rebuilds. */
+	if (!c || mirror_stripe(c, logical - c->start, mirror, &s, &physical, &room))
 		return 0;
-	uint64_t off = logical - c->start;
-	uint64_t stripe_nr = off / c->stripe_len, in_stripe = off % c->stripe_len;
-	uint64_t room = c->length - off;	/* contiguous on one device from here */
-	switch (c->type & BTRFS_BLOCK_GROUP_PROFILE_MASK) {
-	case 0:
-		s = &c->stripes[0];
-		physical = s->physical + off;
-		break;
-	case BTRFS_BLOCK_GROUP_DUP:
-	case BTRFS_BLOCK_GROUP_RAID1:
-	case BTRFS_BLOCK_GROUP_RAID1C3:
-	case BTRFS_BLOCK_GROUP_RAID1C4:
-		s = &c->stripes[mirror - 1];
-		physical = s->physical + off;
-		break;
-	case BTRFS_BLOCK_GROUP_RAID0:
-		s = &c->stripes[stripe_nr % c->num_stripes];
-		physical = s->physical + stripe_nr / c->num_stripes * c->stripe_len + in_stripe;
-		room = UBT_MIN(room, c->stripe_len - in_stripe);
-		break;
-	case BTRFS_BLOCK_GROUP_RAID10: {
-		uint64_t groups = (uint64_t)c->num_stripes / c->sub_stripes;
-		uint64_t idx = (stripe_nr % groups) * c->sub_stripes + (uint64_t)(mirror - 1);
-		if (idx >= c->num_stripes)
-			return 0;
-		s = &c->stripes[idx];
-		physical = s->physical + stripe_nr / groups * c->stripe_len + in_stripe;
-		room = UBT_MIN(room, c->stripe_len - in_stripe);
-		break;
-	}
-	default:
-		return 0;	/* RAID5/6: read_raid56 knows the layout and rebuilds */
-	}
 	const struct ubt_bdev *bd = s->dev ? s->dev->bd : NULL;
 	if (!bd || !bd->map || physical >= bd->size)
 		return 0;
@@ -412,6 +410,42 @@ size_t ubt_volume_map(struct ubt_volume *vol, uint64_t logical, size_t len, int 
 	size_t n = (size_t)UBT_MIN((uint64_t)len, room);
 	*out = bd->map + physical;
 	return n;
+}
+
+int ubt_volume_write(struct ubt_volume *vol, uint64_t logical, const void *buf, size_t len)
+{
+	const uint8_t *p = buf;
+
+	while (len) {
+		const struct ubt_chunk *c = ubt_volume_find_chunk(vol, logical);
+		if (!c)
+			return UBT_CORRUPT(logical, "writing to an unmapped logical address");
+		if (c->type & (BTRFS_BLOCK_GROUP_RAID5 | BTRFS_BLOCK_GROUP_RAID6)) {
+			ubt_log(UBT_LOG_ERROR, "writing %s chunks is not supported",
+				ubt_profile_name(c->type));
+			return -EOPNOTSUPP;
+		}
+		uint64_t off = logical - c->start;
+		size_t n = len;
+		/* Every copy of this piece (mirror numbers as for reading). */
+		for (int m = 1; m <= chunk_num_copies(c); m++) {
+			const struct ubt_stripe_map *s;
+			uint64_t physical, room;
+			int ret = mirror_stripe(c, off, m, &s, &physical, &room);
+			if (ret)
+				return ret;
+			n = (size_t)UBT_MIN((uint64_t)n, room);
+			if (!s->dev || !s->dev->bd)
+				return -EIO;	/* no degraded writes */
+			ret = ubt_bdev_write(s->dev->bd, p, n, physical);
+			if (ret)
+				return ret;
+		}
+		p += n;
+		logical += n;
+		len -= n;
+	}
+	return 0;
 }
 
 void ubt_volume_describe(const struct ubt_volume *vol, uint64_t logical, int mirror, char *buf,

@@ -170,6 +170,12 @@ int ubt_volume_num_copies(const struct ubt_volume *vol, uint64_t logical);
 int ubt_volume_read(struct ubt_volume *vol, uint64_t logical, void *buf, size_t len, int mirror);
 
 /*
+ * Write len bytes at `logical` to every copy (SINGLE, DUP, RAID1*, RAID0,
+ * RAID10); RAID5/6 refuse with -EOPNOTSUPP, a missing device with -EIO.
+ */
+int ubt_volume_write(struct ubt_volume *vol, uint64_t logical, const void *buf, size_t len);
+
+/*
  * Where copy `mirror` of [logical, logical + len) lies in a mapped device
  * (struct ubt_bdev.map): returns how many bytes from `logical` on are
  * contiguous there (<= len) and sets *out; 0 when that copy cannot be mapped
