@@ -648,6 +648,31 @@ oracle_btrfs_check() {
 	fi
 }
 
+# oracle_check_clean WHAT IMG...: btrfs check --readonly of a filesystem on
+# one or several image files (several are attached to loop devices and
+# scanned first) must exit 0 and report no error.
+oracle_check_clean() {
+	local what=$1 out rc=0 d
+	shift
+	local -a devs=("$@") loops=()
+	if ((${#devs[@]} > 1)); then
+		for d in "${devs[@]}"; do
+			loops+=("$(oracle_loop "$d")")
+		done
+		btrfs device scan "${loops[@]}" >/dev/null 2>&1 || true
+		devs=("${loops[0]}")
+	fi
+	out=$(btrfs check --readonly "${devs[0]}" 2>&1) || rc=$?
+	for d in "${loops[@]}"; do
+		oracle_unloop "$d"
+	done
+	if ((rc)) || ! grep -q "no error found" <<<"$out"; then
+		printf '%s\n' "$out" | tail -n 30 >&2
+		oracle_log "$what: btrfs check --readonly failed (exit $rc)"
+		return 1
+	fi
+}
+
 # ---------------------------------------------------------------------------
 # Tools and images.
 

@@ -40,26 +40,7 @@ T=$ORACLE_TMP
 FAILS=0
 
 check_clean() {
-	local what=$1 out rc=0
-	shift
-	local -a devs=("$@") loops=()
-	if ((${#devs[@]} > 1)); then
-		local d
-		for d in "${devs[@]}"; do
-			loops+=("$(oracle_loop "$d")")
-		done
-		btrfs device scan "${loops[@]}" >/dev/null 2>&1 || true
-		devs=("${loops[0]}")
-	fi
-	out=$(btrfs check --readonly "${devs[0]}" 2>&1) || rc=$?
-	for d in "${loops[@]}"; do
-		oracle_unloop "$d"
-	done
-	if ((rc)) || ! grep -q "no error found" <<<"$out"; then
-		printf '%s\n' "$out" | tail -n 30 >&2
-		oracle_log "$what: btrfs check --readonly failed (exit $rc)"
-		return 1
-	fi
+	oracle_check_clean "$@"
 }
 
 # kernel_compare WHAT MODEL IMG...: the kernel's getfattr equals the model.
