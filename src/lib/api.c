@@ -148,9 +148,9 @@ int ubtrfs_open_cache(const char *const *devices, size_t ndev, unsigned flags,
 	ubt_bdev_close(bd);
 	if (ret)
 		return ret;
-	/* Read-write: the reading policy here, the writer's own (stricter)
-	 * checks in ubt_wfs_init below refuse what it cannot write. */
-	ret = ubt_super_check_features(&sb, false, &ubt_feature_policy_current, devices[0]);
+	/* Read-write also needs every feature bit writable; the writer's own
+	 * checks (ubt_wfs_init) refuse further conditions. */
+	ret = ubt_super_check_features(&sb, rw, &ubt_feature_policy_current, devices[0]);
 	if (ret)
 		return ret;
 
@@ -174,7 +174,7 @@ int ubtrfs_open_cache(const char *const *devices, size_t ndev, unsigned flags,
 	}
 	/* Every device must pass the policy too (they share the features, but
 	 * a stale device's superblock is checked rather than assumed). */
-	ret = ubt_super_check_features(&f->fs->vol->super, false, &ubt_feature_policy_current,
+	ret = ubt_super_check_features(&f->fs->vol->super, rw, &ubt_feature_policy_current,
 				       devices[0]);
 	if (!ret && rw)
 		ret = ubt_api_write_init(f);

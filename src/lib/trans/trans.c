@@ -23,17 +23,6 @@
 #include <string.h>
 #include <stdio.h>
 
-/* What the engine can keep consistent when writing. */
-static const uint64_t writable_incompat =
-	BTRFS_FEATURE_INCOMPAT_MIXED_BACKREF | BTRFS_FEATURE_INCOMPAT_DEFAULT_SUBVOL |
-	BTRFS_FEATURE_INCOMPAT_COMPRESS_LZO | BTRFS_FEATURE_INCOMPAT_COMPRESS_ZSTD |
-	BTRFS_FEATURE_INCOMPAT_BIG_METADATA | BTRFS_FEATURE_INCOMPAT_EXTENDED_IREF |
-	BTRFS_FEATURE_INCOMPAT_SKINNY_METADATA | BTRFS_FEATURE_INCOMPAT_NO_HOLES |
-	BTRFS_FEATURE_INCOMPAT_RAID1C34 | BTRFS_FEATURE_INCOMPAT_METADATA_UUID;
-static const uint64_t writable_compat_ro =
-	BTRFS_FEATURE_COMPAT_RO_FREE_SPACE_TREE | BTRFS_FEATURE_COMPAT_RO_FREE_SPACE_TREE_VALID |
-	BTRFS_FEATURE_COMPAT_RO_BLOCK_GROUP_TREE;
-
 /* ---- writer state ----------------------------------------------------- */
 
 /* The backup slot after the one holding the current generation. */
@@ -67,14 +56,14 @@ int ubt_wfs_init(struct ubt_fs *fs)
 
 	if (!fs->opts.vol.writable)
 		return -EROFS;
-	if (incompat & ~writable_incompat) {
+	if (incompat & ~ubt_feature_policy_current.incompat_write) {
 		ubt_log(UBT_LOG_ERROR, "incompat features 0x%llx cannot be written yet",
-			(unsigned long long)(incompat & ~writable_incompat));
+			(unsigned long long)(incompat & ~ubt_feature_policy_current.incompat_write));
 		return -EROFS;
 	}
-	if (compat_ro & ~writable_compat_ro) {
+	if (compat_ro & ~ubt_feature_policy_current.compat_ro_write) {
 		ubt_log(UBT_LOG_ERROR, "compat_ro features 0x%llx cannot be written yet",
-			(unsigned long long)(compat_ro & ~writable_compat_ro));
+			(unsigned long long)(compat_ro & ~ubt_feature_policy_current.compat_ro_write));
 		return -EROFS;
 	}
 	if ((compat_ro & BTRFS_FEATURE_COMPAT_RO_FREE_SPACE_TREE) &&

@@ -23,7 +23,8 @@
 /*
  * Known bits: everything the current format defines.  Read support: the
  * features whose on-disk structures the read path understands.  Write
- * support grows with the write engine; until it exists nothing is writable.
+ * support: what the copy-on-write engine (trans/) keeps consistent; it
+ * refuses further conditions of its own (quotas, balance, dirty log).
  */
 const uint64_t ubt_compat_known = 0;
 const uint64_t ubt_compat_ro_known =
@@ -40,14 +41,20 @@ const uint64_t ubt_incompat_known =
 	BTRFS_FEATURE_INCOMPAT_RAID_STRIPE_TREE | BTRFS_FEATURE_INCOMPAT_SIMPLE_QUOTA;
 
 const struct ubt_feature_policy ubt_feature_policy_current = {
-	.compat_ro_write = 0,
+	.compat_ro_write = BTRFS_FEATURE_COMPAT_RO_FREE_SPACE_TREE |
+			   BTRFS_FEATURE_COMPAT_RO_FREE_SPACE_TREE_VALID |
+			   BTRFS_FEATURE_COMPAT_RO_BLOCK_GROUP_TREE,
 	.incompat_read = BTRFS_FEATURE_INCOMPAT_MIXED_BACKREF | BTRFS_FEATURE_INCOMPAT_DEFAULT_SUBVOL |
 			 BTRFS_FEATURE_INCOMPAT_MIXED_GROUPS | BTRFS_FEATURE_INCOMPAT_COMPRESS_LZO |
 			 BTRFS_FEATURE_INCOMPAT_COMPRESS_ZSTD | BTRFS_FEATURE_INCOMPAT_BIG_METADATA |
 			 BTRFS_FEATURE_INCOMPAT_EXTENDED_IREF | BTRFS_FEATURE_INCOMPAT_RAID56 |
 			 BTRFS_FEATURE_INCOMPAT_SKINNY_METADATA | BTRFS_FEATURE_INCOMPAT_NO_HOLES |
 			 BTRFS_FEATURE_INCOMPAT_METADATA_UUID | BTRFS_FEATURE_INCOMPAT_RAID1C34,
-	.incompat_write = 0,
+	.incompat_write = BTRFS_FEATURE_INCOMPAT_MIXED_BACKREF | BTRFS_FEATURE_INCOMPAT_DEFAULT_SUBVOL |
+			  BTRFS_FEATURE_INCOMPAT_COMPRESS_LZO | BTRFS_FEATURE_INCOMPAT_COMPRESS_ZSTD |
+			  BTRFS_FEATURE_INCOMPAT_BIG_METADATA | BTRFS_FEATURE_INCOMPAT_EXTENDED_IREF |
+			  BTRFS_FEATURE_INCOMPAT_SKINNY_METADATA | BTRFS_FEATURE_INCOMPAT_NO_HOLES |
+			  BTRFS_FEATURE_INCOMPAT_RAID1C34 | BTRFS_FEATURE_INCOMPAT_METADATA_UUID,
 };
 
 /* Describe the most telling bit of `bits`: an unknown one if any. */
