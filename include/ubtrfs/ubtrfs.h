@@ -168,6 +168,11 @@ UBTRFS_API ssize_t ubtrfs_getxattr(ubtrfs_fs *fs, ubtrfs_ino id, const char *nam
 UBTRFS_API int ubtrfs_data_ranges(ubtrfs_fs *fs, ubtrfs_ino id,
 				  int (*fn)(void *ctx, uint64_t off, uint64_t len), void *ctx);
 
+/* lseek(2) SEEK_DATA / SEEK_HOLE from `off`: *out the offset found;
+ * -ENXIO at or past the size (or no data after off for SEEK_DATA). */
+UBTRFS_API int ubtrfs_lseek(ubtrfs_fs *fs, ubtrfs_ino id, uint64_t off, int whence,
+			    uint64_t *out);
+
 struct ubtrfs_statfs {
 	uint32_t bsize;
 	uint64_t blocks, bfree, bavail;	/* in bsize units */
@@ -288,7 +293,11 @@ UBTRFS_API int ubtrfs_link(ubtrfs_fs *fs, ubtrfs_ino id, ubtrfs_ino newdir, cons
 			   struct ubtrfs_stat *out);
 UBTRFS_API int ubtrfs_unlink(ubtrfs_fs *fs, ubtrfs_ino dir, const char *name);
 UBTRFS_API int ubtrfs_rmdir(ubtrfs_fs *fs, ubtrfs_ino dir, const char *name);
-/* rename(2); flags must be 0 (-EINVAL otherwise). */
+/* renameat2(2): flags 0, UBTRFS_RENAME_NOREPLACE (-EEXIST when newname
+ * exists) or UBTRFS_RENAME_EXCHANGE (both names exist and trade inodes);
+ * anything else (RENAME_WHITEOUT) is -EINVAL. */
+#define UBTRFS_RENAME_NOREPLACE 1u	/* = RENAME_NOREPLACE */
+#define UBTRFS_RENAME_EXCHANGE 2u	/* = RENAME_EXCHANGE */
 UBTRFS_API int ubtrfs_rename(ubtrfs_fs *fs, ubtrfs_ino olddir, const char *oldname,
 			     ubtrfs_ino newdir, const char *newname, unsigned flags);
 
@@ -315,6 +324,17 @@ UBTRFS_API int ubtrfs_setattr(ubtrfs_fs *fs, ubtrfs_ino id, const struct ubtrfs_
  * returns len or -errno. */
 UBTRFS_API ssize_t ubtrfs_write(ubtrfs_fs *fs, ubtrfs_ino id, const void *buf, size_t len,
 				uint64_t off);
+/* fallocate(2) with mode 0 or the Linux FALLOC_FL_ values KEEP_SIZE (1),
+ * PUNCH_HOLE (2, with KEEP_SIZE) and ZERO_RANGE (0x10); other modes are
+ * -EOPNOTSUPP as on btrfs. */
+UBTRFS_API int ubtrfs_fallocate(ubtrfs_fs *fs, ubtrfs_ino id, int mode, uint64_t off,
+				uint64_t len);
+/* copy_file_range(2): up to len bytes (clipped at the source's size) from
+ * src at off_in to dst at off_out; a reflink (shared extents, no data
+ * copied) where both offsets are sector aligned and the length is too or
+ * reaches the source's end, a copy otherwise.  Returns the bytes copied. */
+UBTRFS_API ssize_t ubtrfs_copy_range(ubtrfs_fs *fs, ubtrfs_ino src, uint64_t off_in,
+				     ubtrfs_ino dst, uint64_t off_out, uint64_t len);
 /* As setxattr(2) (flags XATTR_CREATE / XATTR_REPLACE) and removexattr(2). */
 UBTRFS_API int ubtrfs_setxattr(ubtrfs_fs *fs, ubtrfs_ino id, const char *name, const void *value,
 			       size_t size, int flags);

@@ -20,7 +20,8 @@
  * which replies with fresh attributes.
  *
  * Writing: the library runs one transaction at a time; it is committed on
- * fsync/fsyncdir, every COMMIT_INTERVAL seconds by a timer thread, after
+ * fsync/fsyncdir, every commit_interval seconds (mount option commit=N,
+ * default 30 as the kernel's) by a timer thread, after
  * 1000 operations (the library) and at unmount.
  *
  * Threads: libfuse's multi-threaded loop; the library is thread-safe.
@@ -46,14 +47,15 @@
 #define INO_MASK ((1ull << INO_SHIFT) - 1)
 #define CACHE_TIMEOUT 86400.0
 #define RW_TIMEOUT 1.0
-#define COMMIT_INTERVAL 5
+#define DEFAULT_COMMIT_INTERVAL 30
 
 struct fuse_state {
 	ubtrfs_fs *fs;
 	uint64_t subvol;	/* mounted subvolume */
 	ubtrfs_ino root;	/* its root directory */
 	bool rw;
-	/* the commit timer (rw) */
+	/* the commit timer (rw): every commit_interval seconds */
+	unsigned commit_interval;
 	pthread_t timer;
 	bool timer_running, stop;
 	pthread_mutex_t mu;
@@ -686,13 +688,11 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 	struct fuse_state *s = state(req);
 	ubtrfs_ino dir, newdir;
 
-	if (flags) {
-		fuse_reply_err(req, EINVAL);	/* RENAME_NOREPLACE/EXCHANGE/WHITEOUT */
-		return;
-	}
+	/* RENAME_NOREPLACE and RENAME_EXCHANGE have the library's values;
+	 * RENAME_WHITEOUT (overlayfs) is refused there with EINVAL. */
 	from_node(s, parent, &dir);
 	from_node(s, newparent, &newdir);
-	fuse_reply_err(req, -ubtrfs_rename(s->fs, dir, name, newdir, newname, 0));
+	fuse_reply_err(req, -ubtrfs_rename(s->fs, dir, name, newdir, newname, flags));
 }
 
 static void op_setattr(fuse_req_t req, fuse_ino_t node, struct stat *attr, int to_set,
@@ -807,7 +807,65 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t node, const char *name)
 	fuse_reply_err(req, -ubtrfs_removexattr(s->fs, id, name));
 }
 
-/* Commit every COMMIT_INTERVAL seconds until stopped. */
+static void op_fallocate(fuse_req_t req, fuse_ino_t node, int mode, off_t off, off_t len,
+			 struct fuse_file_info *fi)
+{
+	struct fuse_state *s = state(req);
+	ubtrfs_ino id;
+	(void)fi;
+
+	if (off < 0 || len <= 0) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	from_node(s, node, &id);
+	fuse_reply_err(req, -ubtrfs_fallocate(s->fs, id, mode, (uint64_t)off, (uint64_t)len));
+}
+
+static void op_copy_file_range(fuse_req_t req, fuse_ino_t in, off_t off_in,
+			       struct fuse_file_info *fi_in, fuse_ino_t out, off_t off_out,
+			       struct fuse_file_info *fi_out, size_t len, int flags)
+{
+	struct fuse_state *s = state(req);
+	ubtrfs_ino src, dst;
+	(void)fi_in;
+	(void)fi_out;
+
+	if (flags || off_in < 0 || off_out < 0) {
+		fuse_reply_err(req, EINVAL);
+		return;
+	}
+	from_node(s, in, &src);
+	from_node(s, out, &dst);
+	ssize_t n = ubtrfs_copy_range(s->fs, src, (uint64_t)off_in, dst, (uint64_t)off_out, len);
+	if (n < 0)
+		fuse_reply_err(req, (int)-n);
+	else
+		fuse_reply_write(req, (size_t)n);
+}
+
+/* SEEK_DATA / SEEK_HOLE (the kernel handles SEEK_SET/CUR/END itself). */
+static void op_lseek(fuse_req_t req, fuse_ino_t node, off_t off, int whence,
+		     struct fuse_file_info *fi)
+{
+	struct fuse_state *s = state(req);
+	ubtrfs_ino id;
+	uint64_t out;
+	(void)fi;
+
+	if (off < 0) {
+		fuse_reply_err(req, ENXIO);
+		return;
+	}
+	from_node(s, node, &id);
+	int ret = ubtrfs_lseek(s->fs, id, (uint64_t)off, whence, &out);
+	if (ret)
+		fuse_reply_err(req, -ret);
+	else
+		fuse_reply_lseek(req, (off_t)out);
+}
+
+/* Commit every commit_interval seconds until stopped. */
 static void *commit_timer(void *arg)
 {
 	struct fuse_state *s = arg;
@@ -816,7 +874,7 @@ static void *commit_timer(void *arg)
 	while (!s->stop) {
 		struct timespec ts;
 		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += COMMIT_INTERVAL;
+		ts.tv_sec += s->commit_interval;
 		pthread_cond_timedwait(&s->cond, &s->mu, &ts);
 		if (s->stop)
 			break;
@@ -869,6 +927,7 @@ static const struct fuse_lowlevel_ops ops = {
 	.statfs = op_statfs,
 	.getxattr = op_getxattr,
 	.listxattr = op_listxattr,
+	.lseek = op_lseek,
 };
 
 /* The read-write table: the same plus every changing operation. */
@@ -903,6 +962,9 @@ static const struct fuse_lowlevel_ops rw_ops = {
 	.releasedir = op_release,
 	.setxattr = op_setxattr,
 	.removexattr = op_removexattr,
+	.fallocate = op_fallocate,
+	.lseek = op_lseek,
+	.copy_file_range = op_copy_file_range,
 };
 
 int ubtrfs_fuse_serve(ubtrfs_fs *fs, const struct ubtrfs_fuse_opts *o)
@@ -914,6 +976,7 @@ int ubtrfs_fuse_serve(ubtrfs_fs *fs, const struct ubtrfs_fuse_opts *o)
 	s.fs = fs;
 	s.subvol = o->subvol;
 	s.rw = o->rw && !ubtrfs_is_readonly(fs);
+	s.commit_interval = o->commit_interval ? o->commit_interval : DEFAULT_COMMIT_INTERVAL;
 	pthread_mutex_init(&s.mu, NULL);
 	pthread_cond_init(&s.cond, NULL);
 	ret = ubtrfs_subvol_root(fs, o->subvol, &s.root);

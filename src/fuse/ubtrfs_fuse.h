@@ -18,6 +18,7 @@ struct ubtrfs_fuse_opts {
 	bool allow_other;
 	bool debug;
 	bool rw;			/* EXPERIMENTAL read-write (fs opened RDWR) */
+	unsigned commit_interval;	/* rw: seconds between commits (0: default 30) */
 	const char *extra_fuse_opts;	/* passed to libfuse's -o, may be NULL */
 };
 

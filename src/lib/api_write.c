@@ -272,13 +272,31 @@ int ubtrfs_rename(ubtrfs_fs *f, ubtrfs_ino olddir, const char *oldname, ubtrfs_i
 	size_t oldlen = strlen(oldname), newlen = strlen(newname);
 	int ret;
 
-	if (flags)
+	if (flags & ~(UBTRFS_RENAME_NOREPLACE | UBTRFS_RENAME_EXCHANGE) ||
+	    flags == (UBTRFS_RENAME_NOREPLACE | UBTRFS_RENAME_EXCHANGE))
 		return -EINVAL;
 	if (olddir.subvol != newdir.subvol)
 		return -EXDEV;
 	ret = op_begin(f, &op);
 	if (ret)
 		return ret;
+	if (flags & UBTRFS_RENAME_EXCHANGE) {
+		ret = ubt_ns_exchange(f->ns, op.t, olddir.subvol, olddir.ino, oldname, oldlen,
+				      newdir.ino, newname, newlen, op.now);
+		return op_end(&op, ret);
+	}
+	if (flags & UBTRFS_RENAME_NOREPLACE) {
+		/* The VFS order: the source must exist first. */
+		ret = ubt_ns_lookup(f->fs, olddir.subvol, olddir.ino, oldname, oldlen, &src,
+				    &stype);
+		if (!ret || ret == -EXDEV) {
+			ret = ubt_ns_lookup(f->fs, newdir.subvol, newdir.ino, newname, newlen,
+					    &dst, &dtype);
+			ret = ret == 0 || ret == -EXDEV ? -EEXIST : ret == -ENOENT ? 0 : ret;
+		}
+		if (ret)
+			return op_end(&op, ret);
+	}
 	/* A regular file replaced with its last name loses its data first;
 	 * only when the rename is otherwise sure to go ahead. */
 	if (ubt_ns_lookup(f->fs, newdir.subvol, newdir.ino, newname, newlen, &dst, &dtype) == 0 &&
@@ -385,4 +403,99 @@ int ubtrfs_removexattr(ubtrfs_fs *f, ubtrfs_ino id, const char *name)
 		return ret;
 	ret = ubt_ns_removexattr(f->ns, op.t, id.subvol, id.ino, name, op.now);
 	return op_end(&op, ret);
+}
+
+int ubtrfs_fallocate(ubtrfs_fs *f, ubtrfs_ino id, int mode, uint64_t off, uint64_t len)
+{
+	struct op op;
+	int ret = op_begin(f, &op);
+
+	if (ret)
+		return ret;
+	ret = ubt_file_fallocate(op.t, id.subvol, id.ino, mode, off, len, &op.bnow);
+	return op_end(&op, ret);
+}
+
+/* Read file bytes with the lock held. */
+static ssize_t read_locked(ubtrfs_fs *f, ubtrfs_ino id, void *buf, size_t len, uint64_t off)
+{
+	const struct ubt_subvol *sv;
+	struct ubt_inode in;
+	int ret = ubt_fs_subvol(f->fs, id.subvol, &sv);
+
+	if (!ret)
+		ret = ubt_inode_read(f->fs, sv, id.ino, &in);
+	if (ret)
+		return ret;
+	return ubt_file_read(f->fs, &in, buf, len, off);
+}
+
+/* Copy by reading and writing, in pieces of COPY_CHUNK bytes. */
+#define COPY_CHUNK (1u << 20)
+
+static ssize_t copy_bytes(ubtrfs_fs *f, struct op *op, ubtrfs_ino src, uint64_t off_in,
+			  ubtrfs_ino dst, uint64_t off_out, uint64_t len)
+{
+	uint8_t *buf = malloc(UBT_MIN(len, (uint64_t)COPY_CHUNK));
+	uint64_t done = 0;
+	int ret = 0;
+
+	if (!buf)
+		return -ENOMEM;
+	while (done < len) {
+		size_t want = (size_t)UBT_MIN(len - done, (uint64_t)COPY_CHUNK);
+		ssize_t n = read_locked(f, src, buf, want, off_in + done);
+		if (n <= 0) {
+			ret = (int)n;
+			break;
+		}
+		ret = ubt_file_write(op->t, dst.subvol, dst.ino, off_out + done, buf, (size_t)n,
+				     &op->bnow);
+		if (ret)
+			break;
+		done += (uint64_t)n;
+	}
+	free(buf);
+	return done ? (ssize_t)done : ret;
+}
+
+ssize_t ubtrfs_copy_range(ubtrfs_fs *f, ubtrfs_ino src, uint64_t off_in, ubtrfs_ino dst,
+			  uint64_t off_out, uint64_t len)
+{
+	struct ubtrfs_stat ss, ds;
+	struct op op;
+	ssize_t n;
+	int ret = op_begin(f, &op);
+
+	if (ret)
+		return ret;
+	ret = ubt_api_stat(f, src, &ss);
+	if (!ret)
+		ret = ubt_api_stat(f, dst, &ds);
+	if (!ret && (S_ISDIR(ss.mode) || S_ISDIR(ds.mode)))
+		ret = -EISDIR;
+	else if (!ret && (!S_ISREG(ss.mode) || !S_ISREG(ds.mode)))
+		ret = -EINVAL;
+	if (ret)
+		return op_end(&op, ret);
+	if (off_in >= ss.size)
+		return op_end(&op, 0);
+	len = UBT_MIN(len, ss.size - off_in);
+	if (len > SSIZE_MAX)
+		len = SSIZE_MAX & ~(uint64_t)0xfffff;
+	if (src.subvol == dst.subvol && !(src.ino == dst.ino && off_in < off_out + len &&
+					  off_out < off_in + len)) {
+		/* A reflink where the ranges allow it; else plain copying. */
+		ret = ubt_file_clone(op.t, src.subvol, src.ino, off_in, dst.ino, off_out, len,
+				     &op.bnow);
+		if (ret == 0) {
+			ret = op_end(&op, 0);
+			return ret ? ret : (ssize_t)len;
+		}
+		if (ret != -EINVAL && ret != -EOPNOTSUPP)
+			return op_end(&op, ret);
+	}
+	n = copy_bytes(f, &op, src, off_in, dst, off_out, len);
+	ret = op_end(&op, n < 0 ? (int)n : 0);
+	return ret ? ret : n;
 }

@@ -22,6 +22,7 @@
 #include "base/base.h"
 #include "trans/csum_w.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -357,18 +358,32 @@ static int write_regular(struct fw *w, uint64_t off, const uint8_t *data, size_t
 	return 0;
 }
 
-/* A hole item [start, end) (without NO_HOLES). */
-static int insert_hole(struct fw *w, uint64_t start, uint64_t end)
+static int for_gaps(struct fw *w, uint64_t a, uint64_t b,
+		    int (*fn)(struct fw *w, uint64_t s, uint64_t e, void *ctx), void *ctx);
+
+/* One hole item over the gap [s, e) (hole items in it merged). */
+static int hole_gap(struct fw *w, uint64_t s, uint64_t e, void *ctx)
 {
 	struct btrfs_file_extent_item fi = { 0 };
+	(void)ctx;
+	int ret = drop_extents(w, s, e);
 
+	if (ret)
+		return ret;
+	btrfs_set_file_extent_generation(&fi, w->t->transid);
+	btrfs_set_file_extent_ram_bytes(&fi, e - s);
+	btrfs_set_file_extent_type(&fi, BTRFS_FILE_EXTENT_REG);
+	btrfs_set_file_extent_num_bytes(&fi, e - s);
+	return insert_extent_item(w, s, &fi);
+}
+
+/* Hole items over every gap of [start, end) (without NO_HOLES); extents
+ * in the range (preallocated past the size) stay. */
+static int insert_hole(struct fw *w, uint64_t start, uint64_t end)
+{
 	if (end <= start || no_holes(w->fs))
 		return 0;
-	btrfs_set_file_extent_generation(&fi, w->t->transid);
-	btrfs_set_file_extent_ram_bytes(&fi, end - start);
-	btrfs_set_file_extent_type(&fi, BTRFS_FILE_EXTENT_REG);
-	btrfs_set_file_extent_num_bytes(&fi, end - start);
-	return insert_extent_item(w, start, &fi);
+	return for_gaps(w, start, end, hole_gap, NULL);
 }
 
 /* Read the file's inline extent (if any) and remove it: *data (malloc'd),
@@ -654,6 +669,388 @@ int ubt_file_truncate(struct ubt_trans *t, uint64_t subvol, uint64_t ino, uint64
 	if (ret)
 		return ret;
 	btrfs_set_inode_size(&w.inode, size);
+	touch(&w, now);
+	return write_inode(&w);
+}
+
+/* ---- fallocate ------------------------------------------------------------ */
+
+/* Rewrite an inline extent as a regular one from 0 (nothing if none). */
+static int uninline(struct fw *w)
+{
+	uint8_t *old;
+	size_t old_len;
+	int ret = take_inline(w, &old, &old_len);
+
+	if (ret || !old)
+		return ret;
+	if (old_len) {
+		ret = reserve_data(w, w->fs->sectorsize);
+		if (!ret)
+			ret = write_regular(w, 0, old, old_len);
+	}
+	free(old);
+	return ret;
+}
+
+/* Is [pos, ...) inside an item with a data extent?  *end: where that item
+ * ends (0: pos is in a gap or a hole item). */
+static int data_at(struct fw *w, uint64_t pos, uint64_t *end)
+{
+	struct btrfs_key key;
+	struct btrfs_file_extent_item fi;
+	int ret = item_le(w, pos, &key, &fi);
+
+	*end = 0;
+	if (ret < 0)
+		return ret;
+	if (ret == 0 && extent_end(&key, &fi) > pos &&
+	    btrfs_file_extent_type(&fi) != BTRFS_FILE_EXTENT_INLINE &&
+	    btrfs_file_extent_disk_bytenr(&fi) != 0)
+		*end = extent_end(&key, &fi);
+	return 0;
+}
+
+/* Where the gap starting at pos ends: the next item with a data extent,
+ * or `limit`. */
+static int gap_end(struct fw *w, uint64_t pos, uint64_t limit, uint64_t *end)
+{
+	struct btrfs_key key;
+	struct btrfs_file_extent_item fi;
+
+	for (uint64_t q = pos; q < limit;) {
+		int ret = item_ge(w, q, &key, &fi);
+		if (ret < 0)
+			return ret;
+		if (ret == 1 || key.offset >= limit)
+			break;
+		if (btrfs_file_extent_disk_bytenr(&fi) != 0 &&
+		    btrfs_file_extent_type(&fi) != BTRFS_FILE_EXTENT_INLINE) {
+			*end = UBT_MAX(key.offset, pos);
+			return 0;
+		}
+		q = UBT_MAX(extent_end(&key, &fi), key.offset + 1);	/* a hole item */
+	}
+	*end = limit;
+	return 0;
+}
+
+/* Calls fn for every gap (no data extent) in [a, b) (sector aligned). */
+static int for_gaps(struct fw *w, uint64_t a, uint64_t b,
+		    int (*fn)(struct fw *w, uint64_t s, uint64_t e, void *ctx), void *ctx)
+{
+	uint64_t pos = a;
+
+	while (pos < b) {
+		uint64_t e;
+		int ret = data_at(w, pos, &e);
+		if (ret)
+			return ret;
+		if (e) {
+			pos = e;
+			continue;
+		}
+		ret = gap_end(w, pos, b, &e);
+		if (!ret)
+			ret = fn(w, pos, e, ctx);
+		if (ret)
+			return ret;
+		pos = e;
+	}
+	return 0;
+}
+
+static int count_gap(struct fw *w, uint64_t s, uint64_t e, void *ctx)
+{
+	(void)w;
+	*(uint64_t *)ctx += e - s;
+	return 0;
+}
+
+/* Fill a gap with preallocated extents (hole items in it go). */
+static int fill_gap(struct fw *w, uint64_t s, uint64_t e, void *ctx)
+{
+	(void)ctx;
+	int ret = drop_extents(w, s, e);
+
+	while (!ret && s < e) {
+		uint64_t bytenr, got;
+		ret = alloc_data(w, UBT_MIN(e - s, MAX_EXTENT), &bytenr, &got);
+		if (ret)
+			break;
+		struct btrfs_file_extent_item fi = { 0 };
+		btrfs_set_file_extent_generation(&fi, w->t->transid);
+		btrfs_set_file_extent_ram_bytes(&fi, got);
+		btrfs_set_file_extent_type(&fi, BTRFS_FILE_EXTENT_PREALLOC);
+		btrfs_set_file_extent_disk_bytenr(&fi, bytenr);
+		btrfs_set_file_extent_disk_num_bytes(&fi, got);
+		btrfs_set_file_extent_num_bytes(&fi, got);
+		ret = insert_extent_item(w, s, &fi);
+		if (!ret)
+			ret = data_ref(w, bytenr, got, s, 0, +1, true);
+		w->nbytes_delta += (int64_t)got;
+		s += got;
+	}
+	return ret;
+}
+
+/* Preallocate every gap of [a, b) (sector aligned); ENOSPC up front. */
+static int prealloc(struct fw *w, uint64_t a, uint64_t b)
+{
+	uint64_t need = 0;
+	int ret = for_gaps(w, a, b, count_gap, &need);
+
+	if (ret || need == 0)
+		return ret;
+	ret = reserve_data(w, need);
+	if (!ret)
+		ret = for_gaps(w, a, b, fill_gap, NULL);
+	if (!ret)
+		btrfs_set_inode_flags(&w->inode, btrfs_inode_flags(&w->inode) |
+					BTRFS_INODE_PREALLOC);
+	return ret;
+}
+
+/* Zeros over [a, b) (inside one sector, below i_size) of a data extent. */
+static int zero_part(struct fw *w, uint64_t subvol, uint64_t a, uint64_t b)
+{
+	uint32_t ss = w->fs->sectorsize;
+	uint64_t s = a & ~((uint64_t)ss - 1), e;
+
+	if (b <= a)
+		return 0;
+	int ret = data_at(w, s, &e);
+
+	if (ret || !e)
+		return ret;	/* a hole or prealloc reads zeros already */
+	uint8_t *sec = calloc(1, ss);
+	if (!sec)
+		return -ENOMEM;
+	uint64_t isize = btrfs_inode_size(&w->inode);
+	size_t keep = (size_t)(UBT_MIN(isize, s + ss) - s);
+	const struct ubt_subvol *sv;
+	ret = ubt_fs_subvol(w->fs, subvol, &sv);
+	if (!ret) {
+		struct ubt_inode in = { w->ino, sv, w->inode };
+		ssize_t n = ubt_file_read(w->fs, &in, sec, keep, s);
+		if (n < 0)
+			ret = (int)n;
+	}
+	if (!ret) {
+		memset(sec + (a - s), 0, (size_t)(b - a));
+		ret = reserve_data(w, ss);
+	}
+	if (!ret)
+		ret = drop_extents(w, s, s + ss);
+	if (!ret)
+		ret = write_regular(w, s, sec, keep);
+	free(sec);
+	return ret;
+}
+
+/* Punch [off, end) (clipped to the sector-rounded size): zeros in partial
+ * sectors, holes over whole ones. */
+static int punch(struct fw *w, uint64_t subvol, uint64_t off, uint64_t end)
+{
+	uint32_t ss = w->fs->sectorsize;
+	uint64_t isize = btrfs_inode_size(&w->inode);
+	uint64_t lim = UBT_ALIGN_UP(isize, (uint64_t)ss);
+	int ret = 0;
+
+	if (end >= isize)
+		end = lim;	/* the rest of the last sector is not visible */
+	if (off >= end)
+		return 0;
+	uint64_t a = UBT_ALIGN_UP(off, (uint64_t)ss), b = end & ~((uint64_t)ss - 1);
+	if (a > b) {		/* inside one sector */
+		return zero_part(w, subvol, off, UBT_MIN(end, isize));
+	}
+	if (off < a)
+		ret = zero_part(w, subvol, off, a);
+	if (!ret && b < end)
+		ret = zero_part(w, subvol, b, UBT_MIN(end, isize));
+	if (!ret && a < b) {
+		ret = drop_extents(w, a, b);
+		if (!ret)
+			ret = insert_hole(w, a, b);
+	}
+	return ret;
+}
+
+int ubt_file_fallocate(struct ubt_trans *t, uint64_t subvol, uint64_t ino, int mode,
+		       uint64_t off, uint64_t len, const struct btrfs_timespec *now)
+{
+	struct fw w;
+	int ret;
+
+	if (mode & ~(UBT_FALLOC_KEEP_SIZE | UBT_FALLOC_PUNCH_HOLE | UBT_FALLOC_ZERO_RANGE))
+		return -EOPNOTSUPP;
+	if ((mode & UBT_FALLOC_PUNCH_HOLE) &&
+	    (!(mode & UBT_FALLOC_KEEP_SIZE) || (mode & UBT_FALLOC_ZERO_RANGE)))
+		return -EOPNOTSUPP;
+	if (len == 0)
+		return -EINVAL;
+	if (off + len < off || off + len > (uint64_t)INT64_MAX)
+		return -EFBIG;
+	ret = fw_open(&w, t, subvol, ino);
+	if (ret)
+		return ret;
+	uint32_t ss = w.fs->sectorsize;
+	uint64_t end = off + len, isize = btrfs_inode_size(&w.inode);
+	bool grow = !(mode & UBT_FALLOC_KEEP_SIZE) && end > isize;
+
+	uint64_t lim = UBT_ALIGN_UP(isize, (uint64_t)ss);
+	uint64_t start = off & ~((uint64_t)ss - 1);
+
+	ret = uninline(&w);
+	if (!ret && (mode & (UBT_FALLOC_PUNCH_HOLE | UBT_FALLOC_ZERO_RANGE)))
+		ret = punch(&w, subvol, off, end);
+	if (!ret && (grow || (!(mode & UBT_FALLOC_PUNCH_HOLE) && start > lim)))
+		ret = zero_tail(&w, subvol, isize);
+	/* As the kernel does, space allocated past the end leaves no gap
+	 * behind it: holes from the end up to it (without NO_HOLES). */
+	if (!ret && !(mode & UBT_FALLOC_PUNCH_HOLE) && start > lim)
+		ret = insert_hole(&w, lim, start);
+	if (!ret && !(mode & UBT_FALLOC_PUNCH_HOLE)) {
+		uint64_t a = off & ~((uint64_t)ss - 1), b = UBT_ALIGN_UP(end, (uint64_t)ss);
+		if (mode & UBT_FALLOC_ZERO_RANGE) {
+			/* Partial sectors at the edges were zeroed in place. */
+			a = UBT_ALIGN_UP(off, (uint64_t)ss);
+			if (end < isize)
+				b = end & ~((uint64_t)ss - 1);
+		}
+		if (a < b)
+			ret = prealloc(&w, a, b);
+	}
+	if (ret)
+		return ret;
+	if (grow)
+		btrfs_set_inode_size(&w.inode, end);
+	btrfs_set_inode_transid(&w.inode, w.t->transid);
+	btrfs_set_inode_sequence(&w.inode, btrfs_inode_sequence(&w.inode) + 1);
+	if (now) {
+		w.inode.ctime = *now;
+		if (mode & (UBT_FALLOC_PUNCH_HOLE | UBT_FALLOC_ZERO_RANGE))
+			w.inode.mtime = *now;
+	}
+	return write_inode(&w);
+}
+
+/* ---- clone (reflink) -------------------------------------------------------- */
+
+struct piece {
+	uint64_t start, end;		/* file range of the source covered */
+	struct btrfs_key key;
+	struct btrfs_file_extent_item fi;
+};
+
+/* The source's extent items over [a, b), clipped; holes left out. */
+static int collect(struct fw *ws, uint64_t a, uint64_t b, struct piece **out, size_t *n)
+{
+	struct piece *v = NULL;
+	size_t cnt = 0, cap = 0;
+	uint64_t pos = a;
+	struct btrfs_key key;
+	struct btrfs_file_extent_item fi;
+	int ret = item_le(ws, a, &key, &fi);
+
+	if (ret < 0)
+		return ret;
+	if (ret == 1 || extent_end(&key, &fi) <= a)
+		goto next;
+	for (;;) {
+		if (btrfs_file_extent_type(&fi) == BTRFS_FILE_EXTENT_INLINE) {
+			free(v);
+			return -EOPNOTSUPP;	/* the caller copies instead */
+		}
+		uint64_t s = UBT_MAX(key.offset, a), e = UBT_MIN(extent_end(&key, &fi), b);
+		if (s < e && btrfs_file_extent_disk_bytenr(&fi) != 0) {
+			if (cnt == cap) {
+				cap = cap ? cap * 2 : 16;
+				struct piece *nv = realloc(v, cap * sizeof(*nv));
+				if (!nv) {
+					free(v);
+					return -ENOMEM;
+				}
+				v = nv;
+			}
+			v[cnt].start = s;
+			v[cnt].end = e;
+			v[cnt].key = key;
+			v[cnt].fi = fi;
+			cnt++;
+		}
+		pos = UBT_MAX(extent_end(&key, &fi), key.offset + 1);
+next:
+		if (pos >= b)
+			break;
+		ret = item_ge(ws, pos, &key, &fi);
+		if (ret < 0) {
+			free(v);
+			return ret;
+		}
+		if (ret == 1 || key.offset >= b)
+			break;
+	}
+	*out = v;
+	*n = cnt;
+	return 0;
+}
+
+int ubt_file_clone(struct ubt_trans *t, uint64_t subvol, uint64_t src, uint64_t src_off,
+		   uint64_t dst, uint64_t dst_off, uint64_t len, const struct btrfs_timespec *now)
+{
+	struct fw ws, w;
+	struct piece *pieces = NULL;
+	size_t n = 0;
+	int ret = fw_open(&ws, t, subvol, src);
+
+	if (!ret)
+		ret = fw_open(&w, t, subvol, dst);
+	if (ret)
+		return ret;
+	uint32_t ss = w.fs->sectorsize;
+	uint64_t ssize = btrfs_inode_size(&ws.inode), isize = btrfs_inode_size(&w.inode);
+	if (len == 0)
+		return 0;
+	if (src_off % ss || dst_off % ss || src_off + len > ssize ||
+	    (len % ss && !(src_off + len == ssize && dst_off + len >= isize)))
+		return -EINVAL;
+	if ((btrfs_inode_flags(&ws.inode) ^ btrfs_inode_flags(&w.inode)) & BTRFS_INODE_NODATASUM)
+		return -EINVAL;
+	if (src == dst && src_off < dst_off + len && dst_off < src_off + len)
+		return -EINVAL;
+	uint64_t span = UBT_ALIGN_UP(len, (uint64_t)ss);
+	ret = collect(&ws, src_off, src_off + span, &pieces, &n);
+	if (ret)
+		return ret;
+	ret = uninline(&w);
+	if (!ret && dst_off > isize)
+		ret = zero_tail(&w, subvol, isize);
+	if (!ret && dst_off > UBT_ALIGN_UP(isize, (uint64_t)ss))
+		ret = insert_hole(&w, UBT_ALIGN_UP(isize, (uint64_t)ss), dst_off);
+	if (!ret)
+		ret = drop_extents(&w, dst_off, dst_off + span);
+	for (size_t i = 0; i < n && !ret; i++) {
+		struct piece *p = &pieces[i];
+		struct btrfs_file_extent_item fi = p->fi;
+		uint64_t pos = dst_off + (p->start - src_off);
+		uint64_t xoff = btrfs_file_extent_offset(&fi) + (p->start - p->key.offset);
+		btrfs_set_file_extent_offset(&fi, xoff);
+		btrfs_set_file_extent_num_bytes(&fi, p->end - p->start);
+		ret = insert_extent_item(&w, pos, &fi);
+		if (!ret)
+			ret = data_ref(&w, btrfs_file_extent_disk_bytenr(&fi),
+				       btrfs_file_extent_disk_num_bytes(&fi), pos, xoff, +1, false);
+		w.nbytes_delta += (int64_t)(p->end - p->start);
+	}
+	free(pieces);
+	if (!ret)
+		ret = insert_hole(&w, dst_off, dst_off + span);
+	if (ret)
+		return ret;
+	if (dst_off + len > isize)
+		btrfs_set_inode_size(&w.inode, dst_off + len);
 	touch(&w, now);
 	return write_inode(&w);
 }

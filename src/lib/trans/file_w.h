@@ -20,4 +20,35 @@ int ubt_file_write(struct ubt_trans *t, uint64_t subvol, uint64_t ino, uint64_t 
 int ubt_file_truncate(struct ubt_trans *t, uint64_t subvol, uint64_t ino, uint64_t size,
 		      const struct btrfs_timespec *now);
 
+/* fallocate(2) modes (Linux values). */
+#define UBT_FALLOC_KEEP_SIZE	0x01
+#define UBT_FALLOC_PUNCH_HOLE	0x02
+#define UBT_FALLOC_ZERO_RANGE	0x10
+
+/*
+ * fallocate(2) on a regular file: mode 0 / KEEP_SIZE preallocate every gap
+ * of the range (PREALLOC extents, read as zeros; the inode gets the
+ * PREALLOC flag), growing the size unless KEEP_SIZE; PUNCH_HOLE|KEEP_SIZE
+ * zeroes partial sectors and drops whole ones (holes; clipped to the size);
+ * ZERO_RANGE does both: zeros at the edges, preallocated space between.
+ * An inline extent is first rewritten as a regular one.  Other modes
+ * (collapse, insert, unshare) are -EOPNOTSUPP, as btrfs has them.  -ENOSPC
+ * before anything changed when the space is not there.
+ */
+int ubt_file_fallocate(struct ubt_trans *t, uint64_t subvol, uint64_t ino, int mode,
+		       uint64_t off, uint64_t len, const struct btrfs_timespec *now);
+
+/*
+ * Clone (reflink) [src_off, src_off + len) of regular file `src` into
+ * `dst` at dst_off, both in subvolume `subvol`: dst's extent items over the
+ * range are replaced by items referencing the source's data extents (one
+ * more reference each), holes stay holes.  Offsets must be sector aligned,
+ * and len too unless the range ends at the source's size and reaches the
+ * destination's (-EINVAL); ranges of one file must not overlap (-EINVAL);
+ * the source must not be inline and both files must agree on NODATASUM
+ * (-EOPNOTSUPP / -EINVAL: the caller copies the bytes instead).
+ */
+int ubt_file_clone(struct ubt_trans *t, uint64_t subvol, uint64_t src, uint64_t src_off,
+		   uint64_t dst, uint64_t dst_off, uint64_t len, const struct btrfs_timespec *now);
+
 #endif /* UBTRFS_TRANS_FILE_W_H */

@@ -1373,6 +1373,114 @@ int ubt_ns_rename(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint6
 	return 0;
 }
 
+/*
+ * renameat2(RENAME_EXCHANGE): the two names trade inodes.  As the kernel
+ * does, each inode gets a fresh index in its new directory (the first
+ * directory's counter first), both inodes' ctime and both directories'
+ * mtime/ctime change; sizes stay (each directory keeps its name).
+ */
+int ubt_ns_exchange(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint64_t dir1,
+		    const char *name1, size_t len1, uint64_t dir2, const char *name2, size_t len2,
+		    struct ubt_ns_time now)
+{
+	struct nsop o;
+	struct btrfs_inode_item d1i, d2i, ai, bi;
+	struct ref_loc aref, bref;
+	uint64_t a, b, aidx, bidx;
+	bool same = dir1 == dir2;
+	int ret;
+
+	if (len1 == 0 || len2 == 0)
+		return -ENOENT;
+	if (len1 > BTRFS_NAME_LEN || len2 > BTRFS_NAME_LEN)
+		return -ENAMETOOLONG;
+	ret = op_begin(&o, ns, t, subvol, now);
+	if (!ret)
+		ret = read_dir(&o, dir1, &d1i);
+	if (!ret)
+		ret = read_dir(&o, dir2, &d2i);
+	if (ret)
+		return ret;
+	ret = lookup(&o, dir1, name1, len1, &a, NULL);
+	if (!ret)
+		ret = lookup(&o, dir2, name2, len2, &b, NULL);
+	if (ret == -EXDEV)
+		return -EOPNOTSUPP;
+	if (ret)
+		return ret;
+	ret = read_inode(&o, a, &ai);
+	if (!ret)
+		ret = read_inode(&o, b, &bi);
+	if (ret)
+		return ret;
+	if (a == b)
+		return 0;
+	/* The VFS: neither may end up below itself (both EINVAL here). */
+	if (!same) {
+		if (S_ISDIR(btrfs_inode_mode(&ai))) {
+			ret = is_ancestor(&o, a, dir2);
+			if (ret)
+				return ret < 0 ? ret : -EINVAL;
+		}
+		if (S_ISDIR(btrfs_inode_mode(&bi))) {
+			ret = is_ancestor(&o, b, dir1);
+			if (ret)
+				return ret < 0 ? ret : -EINVAL;
+		}
+	}
+	ret = ref_find(&o, a, dir1, name1, len1, &aref);
+	if (!ret)
+		ret = ref_find(&o, b, dir2, name2, len2, &bref);
+	if (!ret)
+		ret = next_index(&o, dir2, &aidx);
+	if (!ret)
+		ret = next_index(&o, dir1, &bidx);
+	if (!ret)
+		ret = ref_room(&o, a, dir2, name2, len2, same && !aref.ext ? aref.size : 0);
+	if (!ret)
+		ret = ref_room(&o, b, dir1, name1, len1, same && !bref.ext ? bref.size : 0);
+	if (!ret)
+		ret = op_reserve(&o, false);
+	if (ret)
+		return ret;
+
+	ret = dirent_remove(&o, dir1, name1, len1, aref.index);
+	if (!ret)
+		ret = dirent_remove(&o, dir2, name2, len2, bref.index);
+	if (!ret)
+		ret = ref_remove(&o, a, dir1, name1, len1, &aref);
+	if (!ret)
+		ret = ref_remove(&o, b, dir2, name2, len2, &bref);
+	if (!ret)
+		ret = ref_add(&o, a, dir2, name2, len2, aidx);
+	if (!ret)
+		ret = dirent_add(&o, dir2, name2, len2, a, mode_to_ft(btrfs_inode_mode(&ai)), aidx);
+	if (!ret)
+		ret = ref_add(&o, b, dir1, name1, len1, bidx);
+	if (!ret)
+		ret = dirent_add(&o, dir1, name1, len1, b, mode_to_ft(btrfs_inode_mode(&bi)), bidx);
+	if (!ret) {
+		touch(&o, &ai, 2, false);
+		ret = write_inode(&o, a, &ai);
+	}
+	if (!ret) {
+		touch(&o, &bi, 2, false);
+		ret = write_inode(&o, b, &bi);
+	}
+	if (!ret) {
+		touch(&o, &d1i, same ? 4 : 2, true);
+		ret = write_inode(&o, dir1, &d1i);
+	}
+	if (!ret && !same) {
+		touch(&o, &d2i, 2, true);
+		ret = write_inode(&o, dir2, &d2i);
+	}
+	if (ret)
+		return op_end(&o, ret);
+	touch_root(&o);
+	return 0;
+}
+
 /* ---- attributes and xattrs ------------------------------------------------- */
 
 int ubt_ns_setattr(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint64_t ino,

@@ -112,6 +112,11 @@ int ubt_ns_rename(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint6
 		  const char *oldname, size_t oldlen, uint64_t newdir, const char *newname,
 		  size_t newlen, struct ubt_ns_time now);
 
+/* renameat2(RENAME_EXCHANGE): both names exist and trade their inodes. */
+int ubt_ns_exchange(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint64_t dir1,
+		    const char *name1, size_t len1, uint64_t dir2, const char *name2, size_t len2,
+		    struct ubt_ns_time now);
+
 #define UBT_NS_SET_MODE		(1u << 0)	/* permission bits; the type stays */
 #define UBT_NS_SET_UID		(1u << 1)
 #define UBT_NS_SET_GID		(1u << 2)
