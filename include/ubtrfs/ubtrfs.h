@@ -269,10 +269,7 @@ UBTRFS_API const char *ubtrfs_feature_name(enum ubtrfs_feature_class cls, unsign
  * `out` (may be NULL) receives the new or changed inode's attributes.
  * Times are the current time (CLOCK_REALTIME) unless given.
  *
- * Limits: an inode is deleted with its last name at once (no orphan
- * items): a file still open elsewhere loses its data; RENAME_* flags are
- * refused (-EINVAL); no subvolume or snapshot operations; no fallocate,
- * reflink or compression on write.
+ * Limits: no subvolume or snapshot operations, no compression on write.
  */
 
 /* mode: S_IFREG, S_IFDIR, S_IFIFO, S_IFSOCK, S_IFCHR or S_IFBLK | 07777
@@ -339,6 +336,15 @@ UBTRFS_API ssize_t ubtrfs_copy_range(ubtrfs_fs *fs, ubtrfs_ino src, uint64_t off
 UBTRFS_API int ubtrfs_setxattr(ubtrfs_fs *fs, ubtrfs_ino id, const char *name, const void *value,
 			       size_t size, int flags);
 UBTRFS_API int ubtrfs_removexattr(ubtrfs_fs *fs, ubtrfs_ino id, const char *name);
+/*
+ * Inodes in use (a FUSE driver's lookup counts): while an inode has
+ * references, losing its last name leaves it an orphan (nlink 0, an
+ * ORPHAN_ITEM on disk, data readable and writable); the last
+ * ubtrfs_forget frees it, as does ubtrfs_close and, after a crash, the
+ * next read-write open.  No-ops on read-only handles.
+ */
+UBTRFS_API int ubtrfs_ref(ubtrfs_fs *fs, ubtrfs_ino id);
+UBTRFS_API int ubtrfs_forget(ubtrfs_fs *fs, ubtrfs_ino id, uint64_t n);
 /* Write the running transaction to disk (0 when there is none). */
 UBTRFS_API int ubtrfs_commit(ubtrfs_fs *fs);
 

@@ -129,6 +129,28 @@ static bool ino_ok(const struct fuse_state *s, const struct ubtrfs_stat *st)
 	return ubtrfs_fuse_ino(s->subvol, st->id) != 0;
 }
 
+/*
+ * Lookup counts (read-write): every entry replied counts one reference
+ * of the inode until the kernel forgets it, so that a file unlinked while
+ * open stays (an orphan) until its last FORGET.  Read-only mounts need no
+ * counts: nothing can be deleted.
+ */
+static void count_lookup(struct fuse_state *s, ubtrfs_ino id)
+{
+	if (s->rw)
+		ubtrfs_ref(s->fs, id);
+}
+
+static void forget_lookup(struct fuse_state *s, ubtrfs_ino id, uint64_t n)
+{
+	if (!s->rw)
+		return;
+	int ret = ubtrfs_forget(s->fs, id, n);
+	if (ret && ret != -EROFS)
+		fprintf(stderr, "ubtrfs: freeing unlinked inode %llu failed: %s\n",
+			(unsigned long long)id.ino, ubtrfs_strerror(ret));
+}
+
 static void reply_entry(fuse_req_t req, const struct ubtrfs_stat *st)
 {
 	struct fuse_state *s = state(req);
@@ -144,7 +166,9 @@ static void reply_entry(fuse_req_t req, const struct ubtrfs_stat *st)
 	fill_attr(s, st, &e.attr);
 	e.attr_timeout = timeout(s);
 	e.entry_timeout = timeout(s);
-	fuse_reply_entry(req, &e);
+	count_lookup(s, st->id);
+	if (fuse_reply_entry(req, &e) != 0)
+		forget_lookup(s, st->id, 1);
 }
 
 static void op_init(void *userdata, struct fuse_conn_info *conn)
@@ -376,6 +400,11 @@ static int add_entry(struct dir_fill *d, const char *name, const struct ubtrfs_s
 		e.entry_timeout = timeout(d->s);
 		n = fuse_add_direntry_plus(d->req, d->buf + d->used, d->size - d->used, name, &e,
 					   (off_t)next_off);
+		/* Every entry but "." and ".." counts a lookup once it is sent
+		 * (a failed reply is not undone: the inode then merely stays
+		 * an orphan until unmount). */
+		if (n <= d->size - d->used && strcmp(name, ".") && strcmp(name, ".."))
+			count_lookup(d->s, st->id);
 	} else {
 		memset(&a, 0, sizeof(a));
 		a.st_ino = ubtrfs_fuse_ino(d->s->subvol, st->id);
@@ -636,7 +665,9 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	e.entry_timeout = timeout(s);
 	fi->keep_cache = 0;
 	fi->direct_io = 0;
-	fuse_reply_create(req, &e, fi);
+	count_lookup(s, st.id);
+	if (fuse_reply_create(req, &e, fi) != 0)
+		forget_lookup(s, st.id, 1);
 }
 
 static void op_symlink(fuse_req_t req, const char *target, fuse_ino_t parent, const char *name)
@@ -807,6 +838,28 @@ static void op_removexattr(fuse_req_t req, fuse_ino_t node, const char *name)
 	fuse_reply_err(req, -ubtrfs_removexattr(s->fs, id, name));
 }
 
+static void op_forget(fuse_req_t req, fuse_ino_t node, uint64_t nlookup)
+{
+	struct fuse_state *s = state(req);
+	ubtrfs_ino id;
+
+	from_node(s, node, &id);
+	forget_lookup(s, id, nlookup);
+	fuse_reply_none(req);
+}
+
+static void op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
+{
+	struct fuse_state *s = state(req);
+	ubtrfs_ino id;
+
+	for (size_t i = 0; i < count; i++) {
+		from_node(s, forgets[i].ino, &id);
+		forget_lookup(s, id, forgets[i].nlookup);
+	}
+	fuse_reply_none(req);
+}
+
 static void op_fallocate(fuse_req_t req, fuse_ino_t node, int mode, off_t off, off_t len,
 			 struct fuse_file_info *fi)
 {
@@ -965,6 +1018,8 @@ static const struct fuse_lowlevel_ops rw_ops = {
 	.fallocate = op_fallocate,
 	.lseek = op_lseek,
 	.copy_file_range = op_copy_file_range,
+	.forget = op_forget,
+	.forget_multi = op_forget_multi,
 };
 
 int ubtrfs_fuse_serve(ubtrfs_fs *fs, const struct ubtrfs_fuse_opts *o)

@@ -12,6 +12,7 @@
 struct ubt_fs;
 struct ubt_ns;
 struct ubt_trans;
+struct ubt_inuse;
 
 struct ubtrfs_fs {
 	struct ubt_fs *fs;
@@ -28,6 +29,8 @@ struct ubtrfs_fs {
 	struct ubt_ns *ns;
 	struct ubt_trans *trans;
 	unsigned nops;			/* operations in the running transaction */
+	/* Inodes in use by the caller (ubtrfs_ref), for orphans: api_write.c. */
+	struct ubt_inuse *inuse;
 };
 
 static inline void ubt_api_rdlock(ubtrfs_fs *f)

@@ -16,6 +16,7 @@
 #include "trans/trans.h"
 
 #include <limits.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -24,12 +25,274 @@
 /* Commit by itself after this many operations in one transaction. */
 #define AUTO_COMMIT_OPS 1000
 
+/* One operation: the handle locked exclusively, a transaction running. */
+struct op {
+	ubtrfs_fs *f;
+	struct ubt_trans *t;
+	struct ubt_ns_time now;
+	struct btrfs_timespec bnow;
+};
+
+static int op_begin(ubtrfs_fs *f, struct op *op);
+static int op_end(struct op *op, int ret);
+
+/* ---- inodes in use (for orphans) ---------------------------------------- */
+
+struct inuse_ent {
+	uint64_t subvol, ino;		/* ino 0: free slot */
+	uint64_t count;
+	bool orphan;			/* lost its last name while in use */
+};
+
+struct ubt_inuse {
+	pthread_mutex_t mu;
+	struct inuse_ent *v;
+	size_t cap, n;			/* cap: power of two */
+};
+
+static size_t inuse_hash(const struct ubt_inuse *u, uint64_t subvol, uint64_t ino)
+{
+	uint64_t h = (ino * 0x9e3779b97f4a7c15ull) ^ (subvol * 0xc2b2ae3d27d4eb4full);
+	return (size_t)(h >> 17) & (u->cap - 1);
+}
+
+static struct inuse_ent *inuse_find(struct ubt_inuse *u, uint64_t subvol, uint64_t ino)
+{
+	for (size_t i = inuse_hash(u, subvol, ino);; i = (i + 1) & (u->cap - 1)) {
+		struct inuse_ent *e = &u->v[i];
+		if (e->ino == 0)
+			return NULL;
+		if (e->ino == ino && e->subvol == subvol)
+			return e;
+	}
+}
+
+/* Backward-shift deletion keeps every probe chain unbroken. */
+static void inuse_remove(struct ubt_inuse *u, struct inuse_ent *e)
+{
+	size_t i = (size_t)(e - u->v), j = i;
+
+	for (;;) {
+		j = (j + 1) & (u->cap - 1);
+		if (u->v[j].ino == 0)
+			break;
+		size_t h = inuse_hash(u, u->v[j].subvol, u->v[j].ino);
+		/* Can the entry at j move to the hole at i? */
+		if ((j > i && (h <= i || h > j)) || (j < i && (h <= i && h > j))) {
+			u->v[i] = u->v[j];
+			i = j;
+		}
+	}
+	memset(&u->v[i], 0, sizeof(u->v[i]));
+	u->n--;
+}
+
+static int inuse_grow(struct ubt_inuse *u)
+{
+	size_t ncap = u->cap ? u->cap * 2 : 1024;
+	struct inuse_ent *old = u->v, *nv = calloc(ncap, sizeof(*nv));
+	size_t ocap = u->cap;
+
+	if (!nv)
+		return -ENOMEM;
+	u->v = nv;
+	u->cap = ncap;
+	for (size_t i = 0; i < ocap; i++) {
+		if (old[i].ino == 0)
+			continue;
+		size_t j = inuse_hash(u, old[i].subvol, old[i].ino);
+		while (nv[j].ino)
+			j = (j + 1) & (ncap - 1);
+		nv[j] = old[i];
+	}
+	free(old);
+	return 0;
+}
+
+int ubtrfs_ref(ubtrfs_fs *f, ubtrfs_ino id)
+{
+	struct ubt_inuse *u = f->inuse;
+	int ret = 0;
+
+	if (!u || id.ino == 0)
+		return 0;
+	pthread_mutex_lock(&u->mu);
+	struct inuse_ent *e = u->cap ? inuse_find(u, id.subvol, id.ino) : NULL;
+	if (!e && (u->n + 1) * 4 > u->cap * 3)
+		ret = inuse_grow(u);
+	if (!ret && !e) {
+		size_t i = inuse_hash(u, id.subvol, id.ino);
+		while (u->v[i].ino)
+			i = (i + 1) & (u->cap - 1);
+		e = &u->v[i];
+		e->subvol = id.subvol;
+		e->ino = id.ino;
+		e->count = 0;
+		e->orphan = false;
+		u->n++;
+	}
+	if (!ret)
+		e->count++;
+	pthread_mutex_unlock(&u->mu);
+	return ret;
+}
+
+/* The namespace writer's question, asked with the handle lock held: is
+ * this inode, about to lose its last name, still in use?  Then it becomes
+ * an orphan (deleted at its last ubtrfs_forget). */
+static bool inuse_keep(void *ctx, uint64_t subvol, uint64_t ino)
+{
+	struct ubt_inuse *u = ctx;
+	bool keep = false;
+
+	pthread_mutex_lock(&u->mu);
+	struct inuse_ent *e = u->cap ? inuse_find(u, subvol, ino) : NULL;
+	if (e && e->count) {
+		e->orphan = true;
+		keep = true;
+	}
+	pthread_mutex_unlock(&u->mu);
+	return keep;
+}
+
+static int orphan_free(ubtrfs_fs *f, uint64_t subvol, uint64_t ino, bool scan);
+
+int ubtrfs_forget(ubtrfs_fs *f, ubtrfs_ino id, uint64_t n)
+{
+	struct ubt_inuse *u = f->inuse;
+	bool orphan = false;
+
+	if (!u || id.ino == 0)
+		return 0;
+	pthread_mutex_lock(&u->mu);
+	struct inuse_ent *e = u->cap ? inuse_find(u, id.subvol, id.ino) : NULL;
+	if (e) {
+		e->count = e->count > n ? e->count - n : 0;
+		if (e->count == 0) {
+			orphan = e->orphan;
+			inuse_remove(u, e);
+		}
+	}
+	pthread_mutex_unlock(&u->mu);
+	return orphan ? orphan_free(f, id.subvol, id.ino, false) : 0;
+}
+
+/*
+ * Free orphan `ino`: its data, its items, its ORPHAN_ITEM.  Only inodes
+ * without links go; with `scan` (an ORPHAN_ITEM found at open) an inode
+ * with links loses just the item (the kernel's orphan for a truncate in
+ * progress; the truncate itself is complete in every commit we write).
+ */
+static int orphan_free(ubtrfs_fs *f, uint64_t subvol, uint64_t ino, bool scan)
+{
+	struct ubtrfs_stat st;
+	ubtrfs_ino id = { subvol, ino };
+	struct op op;
+	int ret = op_begin(f, &op);
+
+	if (ret)
+		return ret;
+	ret = ubt_api_stat(f, id, &st);
+	if (ret == -ENOENT && scan)
+		ret = 0, st.nlink = 0, st.mode = 0, st.size = 0, st.blocks = 0;
+	if (ret || (st.nlink && !scan))
+		return op_end(&op, ret);
+	if (st.nlink == 0 && S_ISREG(st.mode) && (st.size || st.blocks))
+		ret = ubt_file_truncate(op.t, subvol, ino, 0, NULL);
+	if (!ret)
+		ret = ubt_ns_orphan_delete(f->ns, op.t, subvol, ino);
+	return op_end(&op, ret);
+}
+
+struct scan_ctx {
+	ubtrfs_fs *f;
+	uint64_t subvol;
+	unsigned freed;
+};
+
+static int scan_one(void *ctx, uint64_t ino)
+{
+	struct scan_ctx *c = ctx;
+	int ret = orphan_free(c->f, c->subvol, ino, true);
+
+	if (ret == 0)
+		c->freed++;
+	if (ret)
+		ubt_log(UBT_LOG_ERROR, "subvolume %llu: cannot free orphan inode %llu: %s",
+			(unsigned long long)c->subvol, (unsigned long long)ino, ubt_strerror(ret));
+	return ret;
+}
+
+/* At a read-write open: free the orphans a crash left in every writable
+ * subvolume (as the kernel does when it loads a subvolume), then commit. */
+static int orphan_cleanup(ubtrfs_fs *f)
+{
+	struct btrfs_key min = { BTRFS_FS_TREE_OBJECTID, BTRFS_ROOT_ITEM_KEY, 0 };
+	struct btrfs_key max = { BTRFS_LAST_FREE_OBJECTID, BTRFS_ROOT_ITEM_KEY, (uint64_t)-1 };
+	struct ubt_fs *fs = f->fs;
+	struct ubt_iter it;
+	uint64_t *ids = NULL;
+	size_t n = 0, cap = 0;
+	int ret;
+
+	ubt_iter_start(&it, &fs->tree, &fs->root_tree, &min, &max);
+	while ((ret = ubt_iter_next(&it)) == 0) {
+		if (it.key.type != BTRFS_ROOT_ITEM_KEY ||
+		    (it.key.objectid != BTRFS_FS_TREE_OBJECTID &&
+		     it.key.objectid < BTRFS_FIRST_FREE_OBJECTID))
+			continue;
+		if (it.size < offsetof(struct btrfs_root_item, refs) + 4 ||
+		    btrfs_root_refs((const struct btrfs_root_item *)it.data) == 0)
+			continue;	/* a deleted subvolume: the kernel's to clean */
+		if (n == cap) {
+			cap = cap ? 2 * cap : 16;
+			uint64_t *v = realloc(ids, cap * sizeof(*v));
+			if (!v) {
+				ret = -ENOMEM;
+				break;
+			}
+			ids = v;
+		}
+		ids[n++] = it.key.objectid;
+	}
+	ubt_iter_end(&it);
+	if (ret > 0)
+		ret = 0;
+	unsigned freed = 0;
+	for (size_t i = 0; i < n && !ret; i++) {
+		const struct ubt_subvol *sv;
+		if (ubt_fs_subvol(fs, ids[i], &sv) != 0 || sv->readonly)
+			continue;
+		struct scan_ctx c = { f, ids[i], 0 };
+		ret = ubt_ns_orphans(fs, ids[i], scan_one, &c);
+		freed += c.freed;
+	}
+	free(ids);
+	if (!ret && freed) {
+		ubt_log(UBT_LOG_INFO, "freed %u orphan inode%s left by a crash", freed,
+			freed == 1 ? "" : "s");
+		ret = ubtrfs_commit(f);
+	}
+	return ret;
+}
+
 int ubt_api_write_init(ubtrfs_fs *f)
 {
 	int ret = ubt_wfs_init(f->fs);
 
 	if (!ret)
 		ret = ubt_ns_new(f->fs, &f->ns);
+	if (!ret) {
+		f->inuse = calloc(1, sizeof(*f->inuse));
+		if (!f->inuse)
+			ret = -ENOMEM;
+		else
+			pthread_mutex_init(&f->inuse->mu, NULL);
+	}
+	if (!ret)
+		ubt_ns_set_keep(f->ns, inuse_keep, f->inuse);
+	if (!ret)
+		ret = orphan_cleanup(f);
 	return ret;
 }
 
@@ -43,10 +306,34 @@ static int commit_locked(ubtrfs_fs *f)
 	return ret;
 }
 
+/* At close: every orphan still "in use" has no user left. */
+static void inuse_close(ubtrfs_fs *f)
+{
+	struct ubt_inuse *u = f->inuse;
+
+	if (!u)
+		return;
+	for (size_t i = 0; i < u->cap; i++) {
+		if (u->v[i].ino && u->v[i].orphan) {
+			int ret = orphan_free(f, u->v[i].subvol, u->v[i].ino, false);
+			if (ret && ret != -EROFS)
+				ubt_log(UBT_LOG_ERROR, "cannot free orphan inode %llu: %s",
+					(unsigned long long)u->v[i].ino, ubt_strerror(ret));
+		}
+	}
+	pthread_mutex_destroy(&u->mu);
+	free(u->v);
+	free(u);
+	f->inuse = NULL;
+}
+
 void ubt_api_write_close(ubtrfs_fs *f)
 {
-	if (!f->fs || !f->fs->wr)
+	if (!f->fs || !f->fs->wr) {
+		inuse_close(f);
 		return;
+	}
+	inuse_close(f);
 	ubt_api_wrlock(f);
 	int ret = commit_locked(f);
 	if (ret && ret != -EROFS)
@@ -70,12 +357,6 @@ int ubtrfs_commit(ubtrfs_fs *f)
 
 /* ---- one operation ------------------------------------------------------ */
 
-struct op {
-	ubtrfs_fs *f;
-	struct ubt_trans *t;
-	struct ubt_ns_time now;
-	struct btrfs_timespec bnow;
-};
 
 /* Take the lock exclusively and make sure a transaction runs. */
 static int op_begin(ubtrfs_fs *f, struct op *op)
@@ -148,6 +429,15 @@ static int drop_data_if_last(struct op *op, uint64_t subvol, uint64_t ino)
 		return ret;
 	if (!S_ISREG(st.mode) || st.nlink != 1 || (st.size == 0 && st.blocks == 0))
 		return 0;
+	if (op->f->inuse) {
+		struct ubt_inuse *u = op->f->inuse;
+		pthread_mutex_lock(&u->mu);
+		struct inuse_ent *e = u->cap ? inuse_find(u, subvol, ino) : NULL;
+		bool busy = e && e->count;
+		pthread_mutex_unlock(&u->mu);
+		if (busy)
+			return 0;	/* it becomes an orphan and keeps its data */
+	}
 	return ubt_file_truncate(op->t, subvol, ino, 0, &op->bnow);
 }
 

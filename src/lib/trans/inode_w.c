@@ -62,6 +62,9 @@ struct ubt_ns {
 	size_t ninos;
 	struct idx_slot *idx;
 	size_t nidx;
+	/* Is a non-directory losing its last name still in use (open)? */
+	bool (*keep)(void *ctx, uint64_t subvol, uint64_t ino);
+	void *keep_ctx;
 };
 
 /* One operation in progress. */
@@ -103,6 +106,18 @@ void ubt_ns_free(struct ubt_ns *ns)
 	free(ns->inos);
 	free(ns->idx);
 	free(ns);
+}
+
+void ubt_ns_set_keep(struct ubt_ns *ns, bool (*keep)(void *ctx, uint64_t subvol, uint64_t ino),
+		     void *ctx)
+{
+	ns->keep = keep;
+	ns->keep_ctx = ctx;
+}
+
+static bool kept(struct nsop *o, uint64_t ino)
+{
+	return o->ns->keep && o->ns->keep(o->ns->keep_ctx, o->subvol, ino);
 }
 
 static uint32_t max_item_size(const struct ubt_fs *fs)
@@ -1091,6 +1106,89 @@ int ubt_ns_link(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint64_
 	return 0;
 }
 
+/* ---- orphans ------------------------------------------------------------------ */
+
+static int orphan_add(struct nsop *o, uint64_t ino)
+{
+	struct btrfs_key key = { BTRFS_ORPHAN_OBJECTID, BTRFS_ORPHAN_ITEM_KEY, ino };
+	uint8_t *p;
+	int ret = ubt_insert_item(o->t, o->root, &key, 0, &p);
+
+	return ret == -EEXIST ? 0 : ret;
+}
+
+int ubt_ns_orphan_delete(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint64_t ino)
+{
+	struct btrfs_key key = { BTRFS_ORPHAN_OBJECTID, BTRFS_ORPHAN_ITEM_KEY, ino };
+	struct btrfs_inode_item ii;
+	struct nsop o;
+	bool gone = false;
+	int ret = op_begin(&o, ns, t, subvol, (struct ubt_ns_time){ 0, 0 });
+
+	if (ret)
+		return ret;
+	o.keep_root_time = true;
+	ret = read_inode(&o, ino, &ii);
+	if (ret == -ENOENT)
+		gone = true;
+	else if (ret)
+		return ret;
+	if (!gone && btrfs_inode_nlink(&ii) == 0) {
+		ret = has_data_extents(&o, ino);
+		if (ret)
+			return ret < 0 ? ret : -EOPNOTSUPP;
+	}
+	ret = op_reserve(&o, true);
+	if (ret)
+		return ret;
+	if (!gone && btrfs_inode_nlink(&ii) == 0)
+		ret = delete_inode(&o, ino);
+	if (!ret) {
+		ret = ubt_delete_key(o.t, o.root, &key);
+		if (ret == -ENOENT)
+			ret = 0;
+	}
+	if (ret)
+		return op_end(&o, ret);
+	touch_root(&o);
+	return 0;
+}
+
+int ubt_ns_orphans(struct ubt_fs *fs, uint64_t subvol, int (*fn)(void *ctx, uint64_t ino),
+		   void *ctx)
+{
+	struct btrfs_key min = { BTRFS_ORPHAN_OBJECTID, BTRFS_ORPHAN_ITEM_KEY, 0 };
+	struct btrfs_key max = { BTRFS_ORPHAN_OBJECTID, BTRFS_ORPHAN_ITEM_KEY, (uint64_t)-1 };
+	const struct ubt_subvol *sv;
+	struct ubt_iter it;
+	uint64_t *v = NULL;
+	size_t n = 0, cap = 0;
+	int ret = ubt_fs_subvol(fs, subvol, &sv);
+
+	if (ret)
+		return ret;
+	ubt_iter_start(&it, &fs->tree, &sv->root, &min, &max);
+	while ((ret = ubt_iter_next(&it)) == 0) {
+		if (n == cap) {
+			cap = cap ? 2 * cap : 16;
+			uint64_t *nv = realloc(v, cap * sizeof(*nv));
+			if (!nv) {
+				ret = -ENOMEM;
+				break;
+			}
+			v = nv;
+		}
+		v[n++] = it.key.offset;
+	}
+	ubt_iter_end(&it);
+	if (ret > 0)
+		ret = 0;
+	for (size_t i = 0; i < n && !ret; i++)
+		ret = fn(ctx, v[i]);
+	free(v);
+	return ret;
+}
+
 /*
  * Remove the name (dir, name) of inode ino: dir item entry, dir index,
  * reference; the inode loses a link (seq_inode more on its counter) and
@@ -1107,8 +1205,19 @@ static int remove_name(struct nsop *o, uint64_t dir, const char *name, size_t le
 	if (ret)
 		return ret;
 	uint32_t nlink = btrfs_inode_nlink(ii);
-	if (S_ISDIR(btrfs_inode_mode(ii)) || nlink <= 1)
+	if (S_ISDIR(btrfs_inode_mode(ii)))
 		return delete_inode(o, ino);
+	if (nlink <= 1 && !kept(o, ino))
+		return delete_inode(o, ino);
+	if (nlink <= 1) {
+		/* Still open: an orphan until its last user goes. */
+		btrfs_set_inode_nlink(ii, 0);
+		touch(o, ii, seq_inode, false);
+		ret = write_inode(o, ino, ii);
+		if (!ret)
+			ret = orphan_add(o, ino);
+		return ret;
+	}
 	btrfs_set_inode_nlink(ii, nlink - 1);
 	touch(o, ii, seq_inode, false);
 	return write_inode(o, ino, ii);
@@ -1117,7 +1226,7 @@ static int remove_name(struct nsop *o, uint64_t dir, const char *name, size_t le
 /* Can the inode be deleted by dropping its last link here? */
 static int check_deletable(struct nsop *o, uint64_t ino, const struct btrfs_inode_item *ii)
 {
-	if (!S_ISDIR(btrfs_inode_mode(ii)) && btrfs_inode_nlink(ii) > 1)
+	if (!S_ISDIR(btrfs_inode_mode(ii)) && (btrfs_inode_nlink(ii) > 1 || kept(o, ino)))
 		return 0;
 	int ret = has_data_extents(o, ino);
 	if (ret < 0)

@@ -33,8 +33,14 @@
  * Limits: deleting an inode that still has data extents (non-inline
  * EXTENT_DATA) is refused with -EOPNOTSUPP (before anything changes), as is
  * any operation on a directory entry that leads to another subvolume and
- * setting "btrfs.*" properties.  No orphan items are written: an inode
- * whose last link goes is deleted in the same transaction.
+ * setting "btrfs.*" properties.
+ *
+ * Orphans: a non-directory whose last name goes is deleted in the same
+ * transaction, unless the keep callback (ubt_ns_set_keep) says it is still
+ * in use: then it stays with nlink 0 and an ORPHAN_ITEM (ORPHAN_OBJECTID,
+ * ORPHAN_ITEM, ino) in its subvolume, as the kernel leaves an unlinked open
+ * file, until ubt_ns_orphan_delete (after its last use, or at the next
+ * read-write open after a crash).
  *
  * Atomicity: every check runs, and the metadata reservation is made, before
  * the first change; a failure after that (I/O, ENOMEM, a metadata ENOSPC the
@@ -53,6 +59,7 @@
 #ifndef UBTRFS_INODE_W_H
 #define UBTRFS_INODE_W_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -111,6 +118,18 @@ int ubt_ns_rmdir(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint64
 int ubt_ns_rename(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint64_t olddir,
 		  const char *oldname, size_t oldlen, uint64_t newdir, const char *newname,
 		  size_t newlen, struct ubt_ns_time now);
+
+/* The caller's "still in use" test for inodes losing their last name. */
+void ubt_ns_set_keep(struct ubt_ns *ns, bool (*keep)(void *ctx, uint64_t subvol, uint64_t ino),
+		     void *ctx);
+/* Delete orphan `ino` (nlink 0; its data extents already dropped, else
+ * -EOPNOTSUPP) and its ORPHAN_ITEM; an inode with links keeps itself and
+ * loses only the item. */
+int ubt_ns_orphan_delete(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint64_t ino);
+/* Calls fn for the inode of every ORPHAN_ITEM of the subvolume (read side;
+ * fn may change the tree). */
+int ubt_ns_orphans(struct ubt_fs *fs, uint64_t subvol, int (*fn)(void *ctx, uint64_t ino),
+		   void *ctx);
 
 /* renameat2(RENAME_EXCHANGE): both names exist and trade their inodes. */
 int ubt_ns_exchange(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint64_t dir1,
