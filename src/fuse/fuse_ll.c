@@ -28,6 +28,7 @@
  */
 #define FUSE_USE_VERSION 312
 #include "ubtrfs_fuse.h"
+#include "fuse_acl.h"
 
 #include <errno.h>
 #include <fuse_lowlevel.h>
@@ -54,6 +55,8 @@ struct fuse_state {
 	uint64_t subvol;	/* mounted subvolume */
 	ubtrfs_ino root;	/* its root directory */
 	bool rw;
+	bool acl;		/* rw: the kernel enforces POSIX ACLs (FUSE_CAP_POSIX_ACL) */
+	bool dont_mask;		/* rw: we apply the umask (FUSE_CAP_DONT_MASK) */
 	/* the commit timer (rw): every commit_interval seconds */
 	unsigned commit_interval;
 	pthread_t timer;
@@ -189,18 +192,26 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	 * POSIX ACLs: the kernel caches and enforces them (as it does for a
 	 * kernel btrfs mount; default_permissions is on), which also saves a
 	 * getxattr round trip per file for `ls -l`.
+	 *
+	 * Read-write: write-through (no writeback cache); the kernel clears
+	 * setuid/setgid itself on write and chown (no HANDLE_KILLPRIV).  With
+	 * ACLs the kernel leaves their upkeep to us (acl.c): inheritance at
+	 * create - for which it must pass the mode without the umask
+	 * (DONT_MASK; we apply the umask where no default ACL does) - and the
+	 * access ACL following chmod and the mode following setfacl.
 	 */
-	if (!s->rw && (conn->capable & FUSE_CAP_POSIX_ACL))
+	if (conn->capable & FUSE_CAP_POSIX_ACL) {
 		conn->want |= FUSE_CAP_POSIX_ACL;
-	/*
-	 * Read-write: write-through (no writeback cache), the kernel applies
-	 * the umask (no DONT_MASK) and clears setuid/setgid itself on write
-	 * and chown (no HANDLE_KILLPRIV).  No POSIX_ACL: the kernel would
-	 * leave default-ACL inheritance to us, which is not implemented.
-	 */
-	if (s->rw)
-		conn->want &= ~(unsigned)(FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_DONT_MASK |
-					  FUSE_CAP_HANDLE_KILLPRIV | FUSE_CAP_POSIX_ACL);
+		s->acl = s->rw;
+	}
+	if (s->rw) {
+		conn->want &= ~(unsigned)(FUSE_CAP_WRITEBACK_CACHE | FUSE_CAP_HANDLE_KILLPRIV |
+					  FUSE_CAP_DONT_MASK);
+		if (s->acl && (conn->capable & FUSE_CAP_DONT_MASK)) {
+			conn->want |= FUSE_CAP_DONT_MASK;
+			s->dont_mask = true;
+		}
+	}
 }
 
 static void op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -593,19 +604,38 @@ static void reply_new(fuse_req_t req, int ret, const struct ubtrfs_stat *st)
 		reply_entry(req, st);
 }
 
+static int acl_follow_mode(struct fuse_state *s, ubtrfs_ino id, uint32_t mode);
+
+/* ACLs a new inode inherits (malloc'd copies; NULL: none). */
+struct new_acls {
+	void *access, *def;
+	size_t access_len, def_len;
+};
+
+static void new_acls_free(struct new_acls *a)
+{
+	free(a->access);
+	free(a->def);
+}
+
 /*
- * Owner of a new inode: the caller's uid and gid, or the directory's gid
- * when it is setgid (which a new directory inherits), as the kernel's
- * inode_init_owner does.  The kernel has applied the umask to `mode`.
+ * Owner and mode of a new inode: the caller's uid and gid, or the
+ * directory's gid when it is setgid (which a new directory inherits), as
+ * the kernel's inode_init_owner does.  With ACLs on (the kernel passes the
+ * mode without the umask: DONT_MASK), posix_acl_create's rule: under a
+ * directory with a default ACL the ACL, not the umask, limits the mode, and
+ * the new inode gets it as its access ACL (unless the mode says it all) and,
+ * a directory, as its default ACL; elsewhere the umask applies.
  */
 static int new_owner(fuse_req_t req, ubtrfs_ino dir, uint32_t *mode, uint32_t *uid,
-		     uint32_t *gid)
+		     uint32_t *gid, struct new_acls *acls)
 {
 	struct fuse_state *s = state(req);
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 	struct ubtrfs_stat d;
 	int ret = ubtrfs_stat(s->fs, dir, &d);
 
+	memset(acls, 0, sizeof(*acls));
 	if (ret)
 		return ret;
 	*uid = ctx->uid;
@@ -615,7 +645,55 @@ static int new_owner(fuse_req_t req, ubtrfs_ino dir, uint32_t *mode, uint32_t *u
 		if (S_ISDIR(*mode))
 			*mode |= S_ISGID;
 	}
+	if (!s->dont_mask || S_ISLNK(*mode))
+		return 0;
+	ssize_t n = s->acl ? ubtrfs_getxattr(s->fs, dir, UBTRFS_ACL_DEFAULT, NULL, 0) : -ENODATA;
+	if (n > 0) {
+		void *buf = malloc((size_t)n), *copy = malloc((size_t)n);
+		if (!buf || !copy) {
+			free(buf);
+			free(copy);
+			return -ENOMEM;
+		}
+		n = ubtrfs_getxattr(s->fs, dir, UBTRFS_ACL_DEFAULT, buf, (size_t)n);
+		if (n > 0 && ubtrfs_acl_valid(buf, (size_t)n)) {
+			memcpy(copy, buf, (size_t)n);
+			uint32_t perm = *mode & 07777;
+			int r = ubtrfs_acl_create_masq(copy, (size_t)n, &perm);
+			if (r >= 0) {
+				*mode = (*mode & ~(uint32_t)07777) | perm;
+				if (r == 1) {
+					acls->access = copy;
+					acls->access_len = (size_t)n;
+					copy = NULL;
+				}
+				if (S_ISDIR(*mode)) {
+					acls->def = buf;
+					acls->def_len = (size_t)n;
+					buf = NULL;
+				}
+				free(buf);
+				free(copy);
+				return 0;
+			}
+		}
+		free(buf);
+		free(copy);
+	}
+	*mode &= ~(uint32_t)(ctx->umask & 0777);
 	return 0;
+}
+
+/* Give a new inode the ACLs it inherits. */
+static int apply_acls(struct fuse_state *s, ubtrfs_ino id, const struct new_acls *a)
+{
+	int ret = 0;
+
+	if (a->access)
+		ret = ubtrfs_setxattr(s->fs, id, UBTRFS_ACL_ACCESS, a->access, a->access_len, 0);
+	if (!ret && a->def)
+		ret = ubtrfs_setxattr(s->fs, id, UBTRFS_ACL_DEFAULT, a->def, a->def_len, 0);
+	return ret;
 }
 
 static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
@@ -626,10 +704,17 @@ static void op_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 	uint32_t m = mode, uid, gid;
 	ubtrfs_ino dir;
 
+	struct new_acls acls;
 	from_node(s, parent, &dir);
-	int ret = new_owner(req, dir, &m, &uid, &gid);
+	int ret = new_owner(req, dir, &m, &uid, &gid, &acls);
 	if (!ret)
 		ret = ubtrfs_mknod(s->fs, dir, name, m, uid, gid, major(rdev), minor(rdev), &st);
+	if (!ret && (acls.access || acls.def)) {
+		ret = apply_acls(s, st.id, &acls);
+		if (!ret)
+			ret = ubtrfs_stat(s->fs, st.id, &st);
+	}
+	new_acls_free(&acls);
 	reply_new(req, ret, &st);
 }
 
@@ -646,10 +731,17 @@ static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	uint32_t m = S_IFREG | (mode & 07777), uid, gid;
 	ubtrfs_ino dir;
 
+	struct new_acls acls;
 	from_node(s, parent, &dir);
-	int ret = new_owner(req, dir, &m, &uid, &gid);
+	int ret = new_owner(req, dir, &m, &uid, &gid, &acls);
 	if (!ret)
 		ret = ubtrfs_create(s->fs, dir, name, m, uid, gid, &st);
+	if (!ret && acls.access) {
+		ret = apply_acls(s, st.id, &acls);
+		if (!ret)
+			ret = ubtrfs_stat(s->fs, st.id, &st);
+	}
+	new_acls_free(&acls);
 	if (!ret && !ino_ok(s, &st))
 		ret = -EOVERFLOW;
 	if (ret) {
@@ -677,8 +769,10 @@ static void op_symlink(fuse_req_t req, const char *target, fuse_ino_t parent, co
 	uint32_t m = S_IFLNK | 0777, uid, gid;
 	ubtrfs_ino dir;
 
+	struct new_acls acls;
 	from_node(s, parent, &dir);
-	int ret = new_owner(req, dir, &m, &uid, &gid);
+	int ret = new_owner(req, dir, &m, &uid, &gid, &acls);
+	new_acls_free(&acls);
 	if (!ret)
 		ret = ubtrfs_symlink(s->fs, dir, name, target, uid, gid, &st);
 	reply_new(req, ret, &st);
@@ -774,6 +868,8 @@ static void op_setattr(fuse_req_t req, fuse_ino_t node, struct stat *attr, int t
 		a.ctime.nsec = (uint32_t)attr->st_ctim.tv_nsec;
 	}
 	int ret = ubtrfs_setattr(s->fs, id, &a, &st);
+	if (!ret && s->acl && (a.valid & UBTRFS_SET_MODE))
+		ret = acl_follow_mode(s, id, st.mode);
 	if (ret) {
 		fuse_reply_err(req, -ret);
 		return;
@@ -819,6 +915,60 @@ static void op_release(fuse_req_t req, fuse_ino_t node, struct fuse_file_info *f
 	fuse_reply_err(req, 0);
 }
 
+/* chmod of an inode with an access ACL: the ACL follows (posix_acl_chmod). */
+static int acl_follow_mode(struct fuse_state *s, ubtrfs_ino id, uint32_t mode)
+{
+	uint8_t buf[4 + 8 * 64];
+	ssize_t n = ubtrfs_getxattr(s->fs, id, UBTRFS_ACL_ACCESS, buf, sizeof(buf));
+
+	if (n == -ENODATA)
+		return 0;
+	if (n < 0)
+		return n == -ERANGE ? 0 : (int)n;	/* huge ACLs: left alone */
+	if (!ubtrfs_acl_valid(buf, (size_t)n) || ubtrfs_acl_chmod(buf, (size_t)n, mode))
+		return 0;	/* not ours to repair */
+	return ubtrfs_setxattr(s->fs, id, UBTRFS_ACL_ACCESS, buf, (size_t)n, 0);
+}
+
+/*
+ * setfacl: an access ACL sets the mode's permission bits too and is not
+ * stored when the mode says it all (posix_acl_update_mode); a default ACL
+ * only exists on directories.
+ */
+static int set_acl(struct fuse_state *s, ubtrfs_ino id, const char *name, const char *value,
+		   size_t size, int flags)
+{
+	struct ubtrfs_stat st;
+	int ret = ubtrfs_stat(s->fs, id, &st);
+
+	if (ret)
+		return ret;
+	if (!ubtrfs_acl_valid(value, size))
+		return -EINVAL;
+	if (!strcmp(name, UBTRFS_ACL_DEFAULT))
+		return S_ISDIR(st.mode) ? ubtrfs_setxattr(s->fs, id, name, value, size, flags)
+					: -EACCES;
+	uint32_t mode = st.mode;
+	int equiv = ubtrfs_acl_mode(value, size, &mode);
+	if (equiv < 0)
+		return equiv;
+	if (equiv == 0) {
+		ret = ubtrfs_removexattr(s->fs, id, name);
+		if (ret == -ENODATA)
+			ret = 0;
+	} else {
+		ret = ubtrfs_setxattr(s->fs, id, name, value, size, flags);
+	}
+	if (!ret && mode != st.mode) {
+		struct ubtrfs_setattr a;
+		memset(&a, 0, sizeof(a));
+		a.valid = UBTRFS_SET_MODE;
+		a.mode = mode & 07777;
+		ret = ubtrfs_setattr(s->fs, id, &a, NULL);
+	}
+	return ret;
+}
+
 static void op_setxattr(fuse_req_t req, fuse_ino_t node, const char *name, const char *value,
 			size_t size, int flags)
 {
@@ -826,6 +976,10 @@ static void op_setxattr(fuse_req_t req, fuse_ino_t node, const char *name, const
 	ubtrfs_ino id;
 
 	from_node(s, node, &id);
+	if (s->acl && (!strcmp(name, UBTRFS_ACL_ACCESS) || !strcmp(name, UBTRFS_ACL_DEFAULT))) {
+		fuse_reply_err(req, -set_acl(s, id, name, value, size, flags));
+		return;
+	}
 	fuse_reply_err(req, -ubtrfs_setxattr(s->fs, id, name, value, size, flags));
 }
 
