@@ -412,20 +412,41 @@ static int take_inline(struct fw *w, uint8_t **data, size_t *len)
 		ubt_path_release(&w->fs->tree, &path);
 		return 0;
 	}
-	if (btrfs_file_extent_compression(fi) != BTRFS_COMPRESS_NONE) {
-		ubt_path_release(&w->fs->tree, &path);
-		ubt_log(UBT_LOG_ERROR, "rewriting compressed inline extents is not supported yet");
-		return -EOPNOTSUPP;
-	}
-	*len = size - hdr;
-	*data = malloc(*len + 1);
-	if (!*data) {
-		ubt_path_release(&w->fs->tree, &path);
-		return -ENOMEM;
-	}
-	memcpy(*data, p + hdr, *len);
 	uint64_t ram = btrfs_file_extent_ram_bytes(fi);
-	ubt_path_release(&w->fs->tree, &path);
+	if (btrfs_file_extent_compression(fi) != BTRFS_COMPRESS_NONE) {
+		/* Compressed (the kernel's compress= mounts): its bytes through
+		 * the read side, rewritten uncompressed. */
+		ubt_path_release(&w->fs->tree, &path);
+		if (ram > w->fs->sectorsize)
+			return UBT_CORRUPT(0, "inode %llu: inline extent of %llu bytes",
+					   (unsigned long long)w->ino, (unsigned long long)ram);
+		*data = calloc(1, (size_t)ram + 1);
+		if (!*data)
+			return -ENOMEM;
+		const struct ubt_subvol *sv;
+		ret = ubt_fs_subvol(w->fs, w->root->objectid, &sv);
+		if (!ret) {
+			struct ubt_inode in = { w->ino, sv, w->inode };
+			ssize_t n = ubt_file_read(w->fs, &in, *data, (size_t)ram, 0);
+			if (n < 0)
+				ret = (int)n;
+		}
+		if (ret) {
+			free(*data);
+			*data = NULL;
+			return ret;
+		}
+		*len = (size_t)ram;
+	} else {
+		*len = size - hdr;
+		*data = malloc(*len + 1);
+		if (!*data) {
+			ubt_path_release(&w->fs->tree, &path);
+			return -ENOMEM;
+		}
+		memcpy(*data, p + hdr, *len);
+		ubt_path_release(&w->fs->tree, &path);
+	}
 	ret = ubt_delete_key(w->t, w->root, &key);
 	if (!ret)
 		w->nbytes_delta -= (int64_t)ram;
