@@ -162,7 +162,7 @@ int ubt_fs_open(const char *const *paths, size_t npaths, const struct ubt_fs_opt
 			"mount it once with the kernel to replay it, or use -o nologreplay to "
 			"read the last commit without the logged changes",
 			paths[0], (unsigned long long)btrfs_super_log_root(sb));
-		ret = -EUCLEAN;
+		ret = -EOPNOTSUPP;	/* not damage: a step we do not take */
 		goto fail;
 	}
 
