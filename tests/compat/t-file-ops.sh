@@ -14,6 +14,7 @@
 #   (b) a 16 MiB copy_file_range is a reflink: statfs shows under 1 MiB
 #       more used, and later the kernel's `btrfs filesystem du` shows the
 #       copy's extents shared, 0 exclusive;
+#   (b2) bytes written through a shared writable mmap read back;
 #   (c) unmount (commit), btrfs check --readonly --check-data-csum clean;
 #   (d) the kernel mounts the image and every file's SHA-1 is what the FUSE
 #       mount showed.
@@ -104,6 +105,23 @@ PY
 	((after - before < 1048576)) ||
 		ro_fail "$name: a 16 MiB copy_file_range used $((after - before)) bytes (no reflink)"
 	cmp -s "$mnt/big" "$mnt/copy" || ro_fail "$name: the reflinked copy differs"
+	# A shared writable mapping reaches the file (and, below, the disk).
+	"$ORACLE_PYTHON" - "$mnt/mapped" <<'PY' || ro_fail "$name: writing through a shared mapping failed"
+import mmap, os, sys
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT, 0o644)
+os.ftruncate(fd, 3 * 4096 + 100)
+m = mmap.mmap(fd, 3 * 4096 + 100, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE)
+m[0:5] = b"hello"
+m[8192:8197] = b"world"
+m[-3:] = b"end"
+m.flush()
+m.close()
+os.close(fd)
+with open(sys.argv[1], "rb") as f:
+    d = f.read()
+if (d[:5], d[8192:8197], d[-3:], len(d)) != (b"hello", b"world", b"end", 3 * 4096 + 100):
+    sys.exit("the mapped writes do not read back")
+PY
 	(cd "$mnt" && find . -type f -print0 | sort -z | xargs -0 sha1sum) >"$T/$name.fuse.sums"
 	ro_fuse_down "$name rw" "$mnt" "$log"
 

@@ -114,7 +114,10 @@ rw_cell() {
 	# subvolume placeholder (times "*"): use that number up first.
 	: >"$ref/.pad"
 	rm -f -- "$ref/.pad"
-	(cd "$ref" && workload) >"$T/$name.ref.log" 2>&1 ||
+	# In the background and waited for: `set -e` inside the workload is
+	# ignored in a `cmd || ...` context, but not in `cmd &`.
+	(cd "$ref" && workload) >"$T/$name.ref.log" 2>&1 &
+	wait $! ||
 		{ ro_show "$T/$name.ref.log"; oracle_fail "$name: workload on tmpfs failed"; }
 	oracle_manifest "$ref" --no-atime --no-ctime --no-dir-size -o "$T/$name.ref.m" ||
 		oracle_fail "$name: manifest of the reference failed"
@@ -130,7 +133,8 @@ rw_cell() {
 	pid_rw=$RO_FUSE_PID
 	grep -qE "^[^ ]+ $mnt fuse.ubtrfs rw[ ,]" /proc/mounts ||
 		ro_fail "$name: the FUSE mount is not rw in /proc/mounts"
-	if ! (cd "$mnt" && workload) >"$T/$name.rw.wl.log" 2>&1; then
+	(cd "$mnt" && workload) >"$T/$name.rw.wl.log" 2>&1 &
+	if ! wait $!; then
 		ro_fail "$name: the workload failed on the rw FUSE mount"
 		ro_show "$T/$name.rw.wl.log" 30
 	fi
