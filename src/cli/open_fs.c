@@ -77,7 +77,59 @@ void cli_fs_args_release(struct cli_fs_args *a)
 	a->nowned = 0;
 }
 
-/* Parse one "-o" style option list; unknown options are left in `rest`. */
+/* A size with an optional K/M/G suffix; false if malformed. */
+static bool parse_size(const char *s, uint64_t *out)
+{
+	char *end;
+	unsigned shift = 0;
+
+	if (*s < '0' || *s > '9')
+		return false;
+	errno = 0;
+	unsigned long long v = strtoull(s, &end, 10);
+	if (errno)
+		return false;
+	if (*end == 'K' || *end == 'k')
+		shift = 10;
+	else if (*end == 'M' || *end == 'm')
+		shift = 20;
+	else if (*end == 'G' || *end == 'g')
+		shift = 30;
+	if (shift)
+		end++;
+	if (*end || (shift && v > (~0ull >> shift)))
+		return false;
+	*out = (uint64_t)v << shift;
+	return true;
+}
+
+/* rescue=a:b:...: what we can honour is nologreplay (norecovery). */
+static int parse_rescue(struct cli_fs_args *a, const char *list)
+{
+	char *copy = strdup(list), *save = NULL;
+
+	if (!copy)
+		return -1;
+	for (char *r = strtok_r(copy, ":", &save); r; r = strtok_r(NULL, ":", &save)) {
+		if (!strcmp(r, "nologreplay")) {
+			a->nologreplay = true;
+			continue;
+		}
+		fprintf(stderr, "ubtrfs: mount option rescue=%s is not supported (only "
+				"rescue=nologreplay is)\n", r);
+		free(copy);
+		return -1;
+	}
+	free(copy);
+	return 0;
+}
+
+/*
+ * Parse one "-o" style option list: the options that choose how the
+ * filesystem is opened.  Everything else is left in `rest` (comma
+ * separated) for the caller.  Of ro and rw the last one wins, as for
+ * mount(8).  Prints a message and returns -1 on a malformed option.
+ */
 int cli_fs_parse_opts(struct cli_fs_args *a, const char *opts, char *rest, size_t restlen,
 		      bool *ro, bool *rw)
 {
@@ -89,39 +141,46 @@ int cli_fs_parse_opts(struct cli_fs_args *a, const char *opts, char *rest, size_
 	for (char *o = strtok_r(copy, ",", &save); o; o = strtok_r(NULL, ",", &save)) {
 		if (!strcmp(o, "ro")) {
 			*ro = true;
+			*rw = false;
 		} else if (!strcmp(o, "rw")) {
 			*rw = true;
+			*ro = false;
 		} else if (!strcmp(o, "degraded")) {
 			a->degraded = true;
-		} else if (!strcmp(o, "nologreplay")) {
+		} else if (!strcmp(o, "nologreplay") || !strcmp(o, "norecovery")) {
 			a->nologreplay = true;
+		} else if (!strncmp(o, "rescue=", 7)) {
+			if (parse_rescue(a, o + 7))
+				goto fail;
 		} else if (!strncmp(o, "subvol=", 7)) {
 			a->subvol_path = keep(a, o + 7);
 			if (!a->subvol_path)
 				goto fail;
 		} else if (!strncmp(o, "subvolid=", 9)) {
-			a->subvolid = strtoull(o + 9, NULL, 0);
+			char *end;
+			errno = 0;
+			a->subvolid = strtoull(o + 9, &end, 0);
+			if (errno || end == o + 9 || *end) {
+				fprintf(stderr, "ubtrfs: mount option %s: not a subvolume id\n", o);
+				goto fail;
+			}
 		} else if (!strncmp(o, "device=", 7)) {
 			const char *dev = keep(a, o + 7);
 			if (!dev || cli_fs_add_device(a, dev))
 				goto fail;
 		} else if (!strncmp(o, "cache_size=", 11)) {
-			char *end;
-			unsigned long long v = strtoull(o + 11, &end, 10);
-			if (*end == 'K' || *end == 'k')
-				v <<= 10;
-			else if (*end == 'M' || *end == 'm')
-				v <<= 20;
-			else if (*end == 'G' || *end == 'g')
-				v <<= 30;
-			a->cache_bytes = v;
-		} else if (!strncmp(o, "compress", 8)) {
-			fprintf(stderr, "ubtrfs: option '%s' is not supported yet: there is no "
-					"write support, so compression on write cannot apply\n", o);
-			goto fail;
+			if (!parse_size(o + 11, &a->cache_bytes)) {
+				fprintf(stderr, "ubtrfs: mount option %s: expected a size such as "
+						"256M\n", o);
+				goto fail;
+			}
 		} else {
 			size_t used = strlen(rest);
-			snprintf(rest + used, restlen - used, "%s%s", used ? "," : "", o);
+			int n = snprintf(rest + used, restlen - used, "%s%s", used ? "," : "", o);
+			if (n < 0 || (size_t)n >= restlen - used) {
+				fprintf(stderr, "ubtrfs: mount options too long\n");
+				goto fail;
+			}
 		}
 	}
 	free(copy);

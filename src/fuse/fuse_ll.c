@@ -1179,7 +1179,7 @@ static const struct fuse_lowlevel_ops rw_ops = {
 int ubtrfs_fuse_serve(ubtrfs_fs *fs, const struct ubtrfs_fuse_opts *o)
 {
 	struct fuse_state s = { 0 };
-	char optbuf[4096];
+	char optbuf[4 * PATH_MAX + 4096];
 	int ret;
 
 	s.fs = fs;
@@ -1194,10 +1194,24 @@ int ubtrfs_fuse_serve(ubtrfs_fs *fs, const struct ubtrfs_fuse_opts *o)
 			ubtrfs_strerror(ret));
 		return 1;
 	}
-	snprintf(optbuf, sizeof(optbuf), "%s,default_permissions,fsname=%s,subtype=ubtrfs%s%s%s",
-		 s.rw ? "rw" : "ro", o->fsname, o->allow_other ? ",allow_other" : "",
-		 o->extra_fuse_opts && *o->extra_fuse_opts ? "," : "",
-		 o->extra_fuse_opts ? o->extra_fuse_opts : "");
+	/* libfuse splits options at unescaped commas: escape the device path. */
+	char fsname[2 * PATH_MAX];
+	size_t k = 0;
+	for (const char *c = o->fsname; *c && k + 2 < sizeof(fsname); c++) {
+		if (*c == ',' || *c == '\\')
+			fsname[k++] = '\\';
+		fsname[k++] = *c;
+	}
+	fsname[k] = 0;
+	int olen = snprintf(optbuf, sizeof(optbuf),
+			    "%s,default_permissions,fsname=%s,subtype=ubtrfs%s%s%s",
+			    s.rw ? "rw" : "ro", fsname, o->allow_other ? ",allow_other" : "",
+			    o->extra_fuse_opts && *o->extra_fuse_opts ? "," : "",
+			    o->extra_fuse_opts ? o->extra_fuse_opts : "");
+	if (olen < 0 || (size_t)olen >= sizeof(optbuf)) {
+		fprintf(stderr, "ubtrfs: mount options too long\n");
+		return 1;
+	}
 	char *argv[] = { "ubtrfs", "-o", optbuf, o->debug ? "-d" : NULL, NULL };
 	struct fuse_args args = FUSE_ARGS_INIT(o->debug ? 4 : 3, argv);
 	const struct fuse_lowlevel_ops *table = s.rw ? &rw_ops : &ops;

@@ -21,6 +21,9 @@
 #   (g) afterwards the read-only FUSE mount shows the kernel's manifest and
 #       `ubtrfs ls -R` lists every entry.
 #
+# Cell w3 runs the harness workload (tests/tools/workload.py) through the rw
+# mount and through the kernel and compares them (see harness_cell).
+#
 # Needs root, loop devices, kernel btrfs, btrfs-progs, FUSE, attr and python3.
 set -euo pipefail
 
@@ -203,8 +206,51 @@ rw_cell() {
 	oracle_log "$name: done ($tool; $(wc -l <"$T/$name.k.full.m") entries)"
 }
 
+# The harness workload (tests/tools/workload.py: every object kind, sparse
+# and preallocated files, punched holes, ACLs, devices, odd names, big
+# directories, renames, times) through the rw FUSE mount and through the
+# kernel, each on a fresh mkfs.btrfs image: the manifests (inode numbers,
+# directory sizes and link counts included; atime and ctime not) must be
+# equal, the FUSE-written image clean in btrfs check and read back equal by
+# the kernel.
+harness_cell() {
+	local name=w3 img kimg mnt log rc=0
+	RO_CELLS=$((RO_CELLS + 1))
+	kimg=$(oracle_image "$name.kernel.img" 1G)
+	oracle_mkfs -- "$kimg"
+	oracle_kmount "$T/$name.kw" "$kimg" || oracle_fail "$name: kernel mount failed"
+	oracle_workload "$T/$name.kw" --seed "$RO_SEED" >"$T/$name.kwl.log" 2>&1 ||
+		{ ro_show "$T/$name.kwl.log"; oracle_fail "$name: the workload failed on kernel btrfs"; }
+	oracle_manifest "$T/$name.kw" --no-atime --no-ctime -o "$T/$name.kernel.m" ||
+		oracle_fail "$name: manifest of the kernel's tree failed"
+	oracle_kumount "$T/$name.kw"
+
+	img=$(oracle_image "$name.img" 1G)
+	oracle_mkfs -- "$img"
+	mnt=$T/$name.rw
+	log=$T/$name.rw.log
+	ro_fuse_up "$mnt" "$log" rw "$img" ||
+		{ ro_show "$log"; ro_fail "$name: ubtrfs mount -o rw did not come up"; return 0; }
+	oracle_workload "$mnt" --seed "$RO_SEED" >"$T/$name.wl.log" 2>&1 ||
+		{ ro_fail "$name: the workload failed on the rw FUSE mount"; ro_show "$T/$name.wl.log"; }
+	oracle_manifest "$mnt" --no-atime --no-ctime -o "$T/$name.fuse.m" ||
+		ro_fail "$name: manifest of the rw FUSE mount failed"
+	ro_fuse_down "$name rw" "$mnt" "$log"
+	oracle_manifest_diff "$T/$name.kernel.m" "$T/$name.fuse.m" >"$T/$name.diff" ||
+		{ ro_fail "$name: the FUSE mount differs from kernel btrfs (- kernel, + ubtrfs)"; ro_show "$T/$name.diff" 30; }
+	oracle_check_clean "$name" "$img" || ro_fail "$name: btrfs check is not clean"
+	oracle_kmount -o ro "$T/$name.k" "$img" || { ro_fail "$name: the kernel does not mount it"; return 0; }
+	oracle_manifest "$T/$name.k" --no-atime --no-ctime -o "$T/$name.k.m" ||
+		ro_fail "$name: manifest of the kernel mount failed"
+	oracle_kumount "$T/$name.k"
+	oracle_manifest_diff "$T/$name.fuse.m" "$T/$name.k.m" >"$T/$name.kdiff" ||
+		{ ro_fail "$name: the kernel reads other than the FUSE mount showed (- FUSE, + kernel)"; ro_show "$T/$name.kdiff" 30; }
+	oracle_log "$name: done (harness workload, $(wc -l <"$T/$name.k.m") entries)"
+}
+
 rw_cell w1 mkfs.btrfs
 rw_cell w2 ubtrfs
+harness_cell
 
 oracle_log "total $((SECONDS - T0)) s"
 ro_finish

@@ -620,7 +620,12 @@ int ubt_file_truncate(struct ubt_trans *t, uint64_t subvol, uint64_t ino, uint64
 	uint64_t isize = btrfs_inode_size(&w.inode);
 	uint32_t ss = w.fs->sectorsize;
 	if (size == isize) {
-		touch(&w, now);
+		/* As btrfs_setsize does: nothing changes but the space
+		 * preallocated past the end, which goes; no new times. */
+		ret = drop_extents(&w, UBT_ALIGN_UP(size, (uint64_t)ss), UINT64_MAX - ss);
+		if (ret)
+			return ret;
+		btrfs_set_inode_transid(&w.inode, w.t->transid);
 		return write_inode(&w);
 	}
 	uint8_t *old;
@@ -921,38 +926,38 @@ int ubt_file_fallocate(struct ubt_trans *t, uint64_t subvol, uint64_t ino, int m
 	bool grow = !(mode & UBT_FALLOC_KEEP_SIZE) && end > isize;
 
 	uint64_t lim = UBT_ALIGN_UP(isize, (uint64_t)ss);
-	uint64_t start = off & ~((uint64_t)ss - 1);
+	bool alloc = !(mode & UBT_FALLOC_PUNCH_HOLE);
+	uint64_t a = off & ~((uint64_t)ss - 1), b = UBT_ALIGN_UP(end, (uint64_t)ss);
 
+	if (mode & UBT_FALLOC_ZERO_RANGE) {
+		/* Partial sectors at the edges are zeroed in place. */
+		a = UBT_ALIGN_UP(off, (uint64_t)ss);
+		if (end < isize)
+			b = end & ~((uint64_t)ss - 1);
+	}
 	ret = uninline(&w);
 	if (!ret && (mode & (UBT_FALLOC_PUNCH_HOLE | UBT_FALLOC_ZERO_RANGE)))
 		ret = punch(&w, subvol, off, end);
-	if (!ret && (grow || (!(mode & UBT_FALLOC_PUNCH_HOLE) && start > lim)))
+	if (!ret && (grow || (alloc && a < b && a > lim)))
 		ret = zero_tail(&w, subvol, isize);
 	/* As the kernel does, space allocated past the end leaves no gap
 	 * behind it: holes from the end up to it (without NO_HOLES). */
-	if (!ret && !(mode & UBT_FALLOC_PUNCH_HOLE) && start > lim)
-		ret = insert_hole(&w, lim, start);
-	if (!ret && !(mode & UBT_FALLOC_PUNCH_HOLE)) {
-		uint64_t a = off & ~((uint64_t)ss - 1), b = UBT_ALIGN_UP(end, (uint64_t)ss);
-		if (mode & UBT_FALLOC_ZERO_RANGE) {
-			/* Partial sectors at the edges were zeroed in place. */
-			a = UBT_ALIGN_UP(off, (uint64_t)ss);
-			if (end < isize)
-				b = end & ~((uint64_t)ss - 1);
-		}
-		if (a < b)
-			ret = prealloc(&w, a, b);
-	}
+	if (!ret && alloc && a < b && a > lim)
+		ret = insert_hole(&w, lim, a);
+	if (!ret && alloc && a < b)
+		ret = prealloc(&w, a, b);
+	/* A grown size is covered to its end (holes where nothing else is). */
+	if (!ret && grow)
+		ret = insert_hole(&w, lim, UBT_ALIGN_UP(end, (uint64_t)ss));
 	if (ret)
 		return ret;
 	if (grow)
 		btrfs_set_inode_size(&w.inode, end);
 	btrfs_set_inode_transid(&w.inode, w.t->transid);
 	btrfs_set_inode_sequence(&w.inode, btrfs_inode_sequence(&w.inode) + 1);
-	if (now) {
+	if (now) {	/* file_modified(): every mode */
 		w.inode.ctime = *now;
-		if (mode & (UBT_FALLOC_PUNCH_HOLE | UBT_FALLOC_ZERO_RANGE))
-			w.inode.mtime = *now;
+		w.inode.mtime = *now;
 	}
 	return write_inode(&w);
 }

@@ -62,7 +62,7 @@ struct ubt_ns {
 	size_t ninos;
 	struct idx_slot *idx;
 	size_t nidx;
-	/* Is a non-directory losing its last name still in use (open)? */
+	/* Is an inode losing its last name still in use (open)? */
 	bool (*keep)(void *ctx, uint64_t subvol, uint64_t ino);
 	void *keep_ctx;
 };
@@ -1205,11 +1205,10 @@ static int remove_name(struct nsop *o, uint64_t dir, const char *name, size_t le
 	if (ret)
 		return ret;
 	uint32_t nlink = btrfs_inode_nlink(ii);
-	if (S_ISDIR(btrfs_inode_mode(ii)))
+	bool last = S_ISDIR(btrfs_inode_mode(ii)) || nlink <= 1;
+	if (last && !kept(o, ino))
 		return delete_inode(o, ino);
-	if (nlink <= 1 && !kept(o, ino))
-		return delete_inode(o, ino);
-	if (nlink <= 1) {
+	if (last) {
 		/* Still open: an orphan until its last user goes. */
 		btrfs_set_inode_nlink(ii, 0);
 		touch(o, ii, seq_inode, false);
@@ -1226,7 +1225,7 @@ static int remove_name(struct nsop *o, uint64_t dir, const char *name, size_t le
 /* Can the inode be deleted by dropping its last link here? */
 static int check_deletable(struct nsop *o, uint64_t ino, const struct btrfs_inode_item *ii)
 {
-	if (!S_ISDIR(btrfs_inode_mode(ii)) && (btrfs_inode_nlink(ii) > 1 || kept(o, ino)))
+	if (kept(o, ino) || (!S_ISDIR(btrfs_inode_mode(ii)) && btrfs_inode_nlink(ii) > 1))
 		return 0;
 	int ret = has_data_extents(o, ino);
 	if (ret < 0)
