@@ -58,6 +58,8 @@ int ubt_bdev_write(struct ubt_bdev *bd, const void *buf, size_t len, uint64_t of
 	int64_t budget = atomic_load(&crash_budget);
 	if (budget >= 0 && nr > (uint64_t)budget)
 		return 0;	/* the simulated crash: this write never lands */
+	if (ubt_wlog_active())
+		return ubt_wlog_write(bd, buf, len, off);
 	return bd->ops->write(bd, buf, len, off);
 }
 
@@ -65,6 +67,8 @@ int ubt_bdev_flush(struct ubt_bdev *bd)
 {
 	if (bd->readonly)
 		return 0;
+	if (ubt_wlog_active())
+		return ubt_wlog_flush(bd);
 	return bd->ops->flush(bd);
 }
 

@@ -73,6 +73,21 @@ void ubt_bdev_crash_after(int64_t n);
 bool ubt_bdev_crashed(void);
 uint64_t ubt_bdev_write_count(void);
 
+/*
+ * Write log (io/wlog.c), a testing facility for crash tests: with
+ * UBTRFS_WRITE_LOG=/path/file in the environment (read once, at the
+ * process's first device write or flush), every write that reaches a device
+ * and every flush is appended to that file (created or truncated), in the
+ * devices' order, a flush before it returns; tests/tools/wlog_replay
+ * rebuilds the devices after any prefix.  Format: the comment in wlog.c.
+ * Unset, ubt_bdev_write/flush only test one flag.  ubt_wlog_active() says
+ * whether logging is on (or broken: then the two calls fail with -EIO);
+ * ubt_wlog_write/flush perform the device operation and log it.
+ */
+bool ubt_wlog_active(void);
+int ubt_wlog_write(struct ubt_bdev *bd, const void *buf, size_t len, uint64_t off);
+int ubt_wlog_flush(struct ubt_bdev *bd);
+
 int ubt_bdev_read(struct ubt_bdev *bd, void *buf, size_t len, uint64_t off);
 int ubt_bdev_write(struct ubt_bdev *bd, const void *buf, size_t len, uint64_t off);
 int ubt_bdev_flush(struct ubt_bdev *bd);
