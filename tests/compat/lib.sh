@@ -525,8 +525,14 @@ oracle_loop() {
 
 oracle_unloop() {
 	_oracle_need_init
-	local dev=$1 back
-	back=$(_oracle_loop_backfile "$dev")
+	local dev=$1 back d b
+	# Detach only what this test attached: the device may have been
+	# released meanwhile and reused by another test for its own file.
+	back=
+	while IFS=$'\t' read -r d b; do
+		[[ $d == "$dev" ]] && back=$b
+	done <"$_ORACLE_STATE/loops"
+	[[ -n $back ]] || back=$(_oracle_loop_backfile "$dev")
 	_oracle_detach "$dev" "$back" || oracle_fail "cannot detach $dev"
 	_oracle_drop_line "$_ORACLE_STATE/loops" "$dev"$'\t'
 }
