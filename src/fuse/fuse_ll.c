@@ -181,7 +181,11 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	/* Let the kernel cache pages across opens and read ahead freely. */
 	if (conn->capable & FUSE_CAP_EXPORT_SUPPORT)
 		conn->want |= FUSE_CAP_EXPORT_SUPPORT;
-	conn->want &= ~(unsigned)FUSE_CAP_ATOMIC_O_TRUNC;
+	/* O_TRUNC: read-write mounts take it with the OPEN (op_open). */
+	if (s->rw && (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC))
+		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
+	else
+		conn->want &= ~(unsigned)FUSE_CAP_ATOMIC_O_TRUNC;
 	/*
 	 * No READDIRPLUS: it makes every readdir stat every entry, which reads
 	 * nearly every leaf of the tree for a plain `find` (4.7x the kernel
@@ -298,7 +302,22 @@ static void op_open(fuse_req_t req, fuse_ino_t node, struct fuse_file_info *fi)
 		return;
 	}
 	/* Read-write: a real reply, page cache dropped at each open (the
-	 * file may have changed through another node or a truncate). */
+	 * file may have changed through another node or a truncate).
+	 * O_TRUNC comes with the OPEN (ATOMIC_O_TRUNC): size 0 and new
+	 * times, as open(2) gives them even to an empty file. */
+	if (fi->flags & O_TRUNC) {
+		struct fuse_state *s = state(req);
+		struct ubtrfs_setattr a;
+		ubtrfs_ino id;
+		memset(&a, 0, sizeof(a));
+		a.valid = UBTRFS_SET_SIZE | UBTRFS_SET_MTIME | UBTRFS_SET_MTIME_NOW;
+		from_node(s, node, &id);
+		int ret = ubtrfs_setattr(s->fs, id, &a, NULL);
+		if (ret) {
+			fuse_reply_err(req, -ret);
+			return;
+		}
+	}
 	fi->keep_cache = 0;
 	fi->direct_io = 0;
 	fuse_reply_open(req, fi);
@@ -828,7 +847,6 @@ static void op_setattr(fuse_req_t req, fuse_ino_t node, struct stat *attr, int t
 	struct ubtrfs_stat st;
 	struct stat out;
 	ubtrfs_ino id;
-	(void)fi;
 
 	from_node(s, node, &id);
 	memset(&a, 0, sizeof(a));
@@ -847,6 +865,12 @@ static void op_setattr(fuse_req_t req, fuse_ino_t node, struct stat *attr, int t
 	if (to_set & FUSE_SET_ATTR_SIZE) {
 		a.valid |= UBTRFS_SET_SIZE;
 		a.size = (uint64_t)attr->st_size;
+		/* ftruncate(2) (a handle) sets mtime and ctime even to the same
+		 * size, as the VFS asks of a kernel filesystem; FUSE sends no
+		 * time with it.  truncate(2) by path changes them only with the
+		 * size (the library's rule). */
+		if (fi && !(to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW)))
+			a.valid |= UBTRFS_SET_MTIME | UBTRFS_SET_MTIME_NOW;
 	}
 	if (to_set & FUSE_SET_ATTR_ATIME_NOW) {
 		a.valid |= UBTRFS_SET_ATIME | UBTRFS_SET_ATIME_NOW;

@@ -60,6 +60,14 @@ static void fill_stat(const struct ubt_fs *fs, const struct ubt_inode *in, struc
 	st->mtime = conv_time(&ii->mtime);
 	st->ctime = conv_time(&ii->ctime);
 	st->otime = conv_time(&ii->otime);
+#ifdef UBTRFS_INJECT_BUG
+	/* A DELIBERATE BUG, compiled only with -Dinject_bug=true, for showing
+	 * the differential tester's shrinker (tests/tools/difftest.py) on a
+	 * real build: a sticky regular file whose size is a non-zero multiple
+	 * of 4096 reports one byte more. */
+	if (S_ISREG(st->mode) && (st->mode & S_ISVTX) && st->size && st->size % 4096 == 0)
+		st->size += 1;
+#endif
 }
 
 static uint64_t unl_default_subvol(ubtrfs_fs *f)

@@ -75,6 +75,9 @@
 #   oracle_kremount MNT OPTS      mount -o remount,OPTS MNT (e.g. ro, rw)
 #   oracle_tmpfs MNT [SIZE]       mount a tmpfs (default 1G) on MNT, registered
 #   oracle_is_mounted PATH        true if PATH is a mount point right now
+#   oracle_ns_detach              in a fresh unshare -m namespace: lazily drop the
+#                                 copies of FUSE, btrfs and temp-dir mounts (other
+#                                 tests' too), so they are not kept alive
 #   oracle_manifest DIR [OPTS]    tests/tools/manifest.py DIR OPTS (stdout)
 #   oracle_manifest_diff A B      compare two manifest files; prints the
 #                                 differing entries, returns 1 if they differ
@@ -464,6 +467,24 @@ _oracle_cleanup_body() {
 
 # ---------------------------------------------------------------------------
 # Images, loop devices and kernel mounts.
+
+# oracle_ns_detach: in a fresh private mount namespace (unshare -m), drop
+# the copies of every FUSE and btrfs mount and of everything below the temp
+# directory - concurrent tests' mounts included - so that this namespace
+# does not keep them (and their loop devices and FUSE daemons) alive after
+# their owners unmount.  Call it first thing after unshare.
+oracle_ns_detach() {
+	local tmp mp
+	tmp=$(realpath "${TMPDIR:-/tmp}")
+	awk -v tmp="$tmp/" '{
+		for (i = 7; $i != "-"; i++) ;
+		t = $(i + 1)
+		if ($5 != "/" && (t ~ /^fuse/ || t == "btrfs" || index($5, tmp) == 1))
+			print length($5) "\t" $5
+	}' /proc/self/mountinfo | sort -rn | cut -f2- | while IFS= read -r mp; do
+		umount -l -- "$(printf '%b' "$mp")" 2>/dev/null || true
+	done
+}
 
 oracle_image() {
 	_oracle_need_init

@@ -54,6 +54,8 @@ if [[ -z ${_T_CRASH_FSYNC_NS:-} ]] && command -v unshare >/dev/null 2>&1; then
 	export _T_CRASH_FSYNC_NS=1
 	exec unshare --mount --propagation private -- "$BASH" "$0" "$@"
 fi
+# Our namespace must not hold concurrent tests' mounts alive.
+[[ -n ${_T_CRASH_FSYNC_NS:-} ]] && oracle_ns_detach
 oracle_init
 
 T=$ORACLE_TMP

@@ -499,6 +499,24 @@ static void touch(struct fw *w, const struct btrfs_timespec *now)
 	}
 }
 
+/* Does the file have extent items reaching past `pos` (preallocation past
+ * its end)?  Then its data cannot be inline, which must be alone.  1, 0 or
+ * -errno. */
+static int items_beyond(struct fw *w, uint64_t pos)
+{
+	struct btrfs_key key;
+	struct btrfs_file_extent_item fi;
+	int ret = item_ge(w, pos, &key, &fi);
+
+	if (ret <= 0)
+		return ret < 0 ? ret : 1;
+	ret = item_le(w, pos, &key, &fi);
+	if (ret < 0)
+		return ret;
+	return ret == 0 && btrfs_file_extent_type(&fi) != BTRFS_FILE_EXTENT_INLINE &&
+	       extent_end(&key, &fi) > pos;
+}
+
 static int fw_open(struct fw *w, struct ubt_trans *t, uint64_t subvol, uint64_t ino)
 {
 	memset(w, 0, sizeof(*w));
@@ -551,7 +569,14 @@ int ubt_file_write(struct ubt_trans *t, uint64_t subvol, uint64_t ino, uint64_t 
 		len = (size_t)end;
 		off = 0;
 	}
-	if (off == 0 && new_size <= MAX_INLINE && new_size < ss && len == new_size) {
+	int beyond = 0;
+	if (off == 0 && new_size <= MAX_INLINE && new_size < ss && len == new_size)
+		beyond = items_beyond(&w, ss);
+	if (beyond < 0) {
+		ret = beyond;
+		goto out;
+	}
+	if (off == 0 && new_size <= MAX_INLINE && new_size < ss && len == new_size && !beyond) {
 		ret = drop_extents(&w, 0, UBT_ALIGN_UP(new_size, (uint64_t)ss));
 		if (!ret)
 			ret = write_inline(&w, data, len);
