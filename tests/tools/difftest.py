@@ -1769,7 +1769,7 @@ class Runner:
                     pass
             rr = apply_op(self.ref, op)
             if pre is not None and rr[0] == "ok" and stat.S_ISREG(pre.st_mode) and \
-                    pre.st_size == op["size"]:
+                    pre.st_size == op["size"] and self.env.backend == "ubtrfs":
                 # tmpfs sets mtime on a same-size truncate(2) when the file
                 # has pages; btrfs never: the reference keeps btrfs's times.
                 os.utime(self.ref.p(op["path"]), ns=(pre.st_atime_ns, pre.st_mtime_ns))
