@@ -6,7 +6,7 @@
 # RAND_RUNTIME, TARGETS, WORKLOADS, IMAGELESS_WORKLOADS, PROFILE, PROFILE_DIR,
 # UBTRFS.
 # Set here: UB (private copy of the ubtrfs binary), IMG_BTRFS, IMG_EXT4,
-# LOOP_BTRFS, LOOP_EXT4, MNT[target], IMG[target], DPID[target], ENTRIES,
+# MNT[target], IMG[target], DPID[target], CUR_LOOP[target], ENTRIES,
 # TREE_BYTES, TREE_FILE_BYTES, ROOTDIR, ELAPSED.
 #
 # Every figure is recorded as one line of $RAW:
@@ -15,7 +15,7 @@
 # measured command, VmHWM at its end) or, for the offline tools, the tool's
 # own (/usr/bin/time); "-" where there is no such process.
 
-declare -A MNT=() IMG=() DPID=()
+declare -A MNT=() IMG=() DPID=() CUR_LOOP=()
 UB=
 CLK_TCK=$(getconf CLK_TCK)
 # bindfs with the same kernel-cache policy ubtrfs asks for (entries,
@@ -84,6 +84,36 @@ for _ in range(int(sys.argv[2])):
 	fi
 }
 
+# git-status-cold's repository: ROOT/.git indexing ROOT/tree, made once
+# (in the first image populated) and copied into the others as $T/git.tar.
+# Its index is built with `update-index --info-only` (object ids hashed, no
+# blobs stored: `git status` of an unchanged tree compares stat data and
+# never reads a blob) and core.checkStat=minimal, which compares only
+# mtime and size - tar gives every image the same ones, while inode numbers
+# and ctimes differ between images.
+bench_git_repo() {
+	local root=$1 tree c
+	if [[ -s $T/git.tar ]]; then
+		tar -C "$root" -xf "$T/git.tar" || bench_fail "git.tar into $root"
+		return
+	fi
+	(
+		set -e
+		cd -- "$root"
+		export GIT_AUTHOR_NAME=bench GIT_AUTHOR_EMAIL=bench@localhost
+		export GIT_COMMITTER_NAME=bench GIT_COMMITTER_EMAIL=bench@localhost
+		export GIT_AUTHOR_DATE=@1700000000 GIT_COMMITTER_DATE=@1700000000
+		git init -q --template= .
+		git config core.checkStat minimal
+		git config core.trustctime false
+		git ls-files -o -z -- tree | git update-index --add --info-only -z --stdin
+		tree=$(git write-tree --missing-ok)
+		c=$(echo bench | git commit-tree "$tree")
+		git update-ref HEAD "$c"
+	) >>"$LOG" 2>&1 || bench_fail "cannot make the git repository for git-status-cold (see $LOG)"
+	tar -C "$root" -cf "$T/git.tar" .git || bench_fail "tar of .git"
+}
+
 bench_populate() {
 	local root=$1 tarball=$2
 	mkdir -p "$root/data"
@@ -92,7 +122,62 @@ bench_populate() {
 	[[ $(stat -c %s "$root/data/seq-1g") == $((1 << 30)) ]] || bench_fail "seq-1g short"
 	[[ $(stat -c %s "$root/data/rand-256m") == $((1 << 28)) ]] || bench_fail "rand-256m short"
 	tar -C "$root" -xf "$tarball" || bench_fail "tar -x into $root"
+	bench_wants git-status-cold && bench_git_repo "$root"
 	sync
+}
+
+# bench_kmount [-r] FSTYPE IMG MNT: mount an image file through `mount -o
+# loop`, whose loop device detaches by itself (autoclear) once unmounted and
+# closed by everyone: on a shared machine other jobs' device scans may hold
+# a loop device open for a moment, which makes an explicit detach fail.
+bench_kmount() {
+	local opts=loop
+	if [[ $1 == -r ]]; then
+		opts=loop,ro
+		shift
+	fi
+	mkdir -p -- "$3"
+	mount -t "$1" -o "$opts" -- "$2" "$3" || return 1
+	oracle_register_mount "$3"
+}
+
+# bench_kumount [-n] MNT: unmount (retrying while busy); a btrfs loop device
+# is forgotten by the kernel's device list.  A read-write mount is first
+# remounted read-only, which leaves the filesystem clean on disk.  Then
+# (unless -n: the image is about to be deleted) wait up to a minute until
+# the loop device has let go of its image: until then the filesystem may
+# still be alive - a mount namespace another job on the machine made
+# meanwhile keeps a copy of the mount - and the image should not be mounted
+# again through another loop device.
+bench_kumount() {
+	local wait=1
+	if [[ $1 == -n ]]; then
+		wait=0
+		shift
+	fi
+	local mnt=$1 dev fstype try back=
+	dev=$(findmnt -n -o SOURCE -M "$mnt") || bench_fail "bench_kumount: $mnt is not mounted"
+	fstype=$(findmnt -n -o FSTYPE -M "$mnt")
+	[[ -r /sys/class/block/${dev#/dev/}/loop/backing_file ]] &&
+		back=$(<"/sys/class/block/${dev#/dev/}/loop/backing_file")
+	if [[ $(findmnt -n -o OPTIONS -M "$mnt") == rw* ]]; then
+		mount -o remount,ro -- "$mnt" 2>/dev/null || true
+	fi
+	for ((try = 0; try < 25; try++)); do
+		umount -- "$mnt" 2>/dev/null && break
+		sleep 0.2
+	done
+	oracle_is_mounted "$mnt" && bench_fail "cannot unmount $mnt"
+	if [[ $fstype == btrfs ]]; then
+		btrfs device scan --forget "$dev" >/dev/null 2>&1 || true
+	fi
+	[[ -n $back ]] && ((wait)) || return 0
+	for ((try = 0; try < 600; try++)); do
+		[[ -z $(losetup -n -O NAME -j "$back" 2>/dev/null) ]] && return 0
+		sleep 0.1
+	done
+	bench_log "warning: $dev still holds $back a minute after unmounting $mnt" \
+		"(another mount namespace keeps the filesystem?); going on"
 }
 
 # An image made by `ubtrfs mkfs` (defaults), populated through a kernel mount.
@@ -106,14 +191,14 @@ bench_ubtrfs_mkfs_image() {
 		rm -f -- "$img"
 		return 1
 	fi
-	if ! oracle_kmount "$T/pop" "$img" 2>>"$LOG"; then
+	if ! bench_kmount btrfs "$img" "$T/pop" 2>>"$LOG"; then
 		bench_log "warning: the kernel does not mount the ubtrfs mkfs image"
 		rm -f -- "$img"
 		return 1
 	fi
 	bench_populate "$T/pop" "$tarball"
 	n=$(find "$T/pop/tree" | wc -l)
-	oracle_kumount "$T/pop"
+	bench_kumount "$T/pop"
 	[[ $n == "$ENTRIES" ]] || bench_fail "ubtrfs mkfs image: $n tree entries, expected $ENTRIES"
 	IMG[ubtrfs]=$img
 }
@@ -155,14 +240,41 @@ bench_tree_meta() {
 	} >>"$META"
 }
 
+# Entry counts and sizes of the tree in the tarball (when nothing extracts
+# it before the runs); the same figures as bench_tree_meta.
+bench_tar_meta() {
+	local out
+	out=$(python3 -c 'import sys, tarfile
+f = d = l = b = 0
+with tarfile.open(sys.argv[1]) as t:
+    for m in t:
+        f += m.isreg(); d += m.isdir(); l += m.issym(); b += m.size if m.isreg() else 0
+print(f, d, l, f + d + l, b)' "$1") || bench_fail "cannot read $1"
+	read -r f d l ENTRIES TREE_FILE_BYTES <<<"$out"
+	TREE_BYTES=$TREE_FILE_BYTES
+	{
+		printf 'tree_files=%s\ntree_dirs=%s\ntree_symlinks=%s\n' "$f" "$d" "$l"
+		printf 'tree_entries=%s\ntree_bytes=%s\n' "$ENTRIES" "$TREE_BYTES"
+	} >>"$META"
+}
+
+# Do the selected workloads extract the tree through the mounts?
+bench_wants_tarball() {
+	bench_wants untar || bench_wants rm-tree
+}
+
+TARBALL=
 bench_setup_data() {
-	local tarball=$T/tree.tar dev
-	if ! bench_wants_images && ! bench_wants mkfs-rootdir; then
-		bench_log "no data needed (only mkfs selected)"
+	local tarball=$T/tree.tar
+	if ! bench_wants_images && ! bench_wants mkfs-rootdir && ! bench_wants_tarball; then
+		bench_log "no data needed (only mkfs and file-creating write workloads selected)"
+		printf 'images=no images and no tree were built (only mkfs and write workloads that make their own data)\n' >>"$META"
 		return 0
 	fi
 	bench_log "generating the tree: $NFILES files (bench/lib/mktree.py)"
 	python3 "$BENCH_DIR/lib/mktree.py" "$NFILES" 1 >"$tarball"
+	# untar and rm-tree extract it through every target.
+	bench_wants_tarball && TARBALL=$tarball
 
 	# mkfs-rootdir's source: the same tree, extracted into a directory on the
 	# disk that holds the images.
@@ -175,22 +287,26 @@ bench_setup_data() {
 		sync
 	fi
 	if ! bench_wants_images; then
-		bench_tree_meta "$ROOTDIR"
-		printf 'images=no images were built (only mkfs workloads selected)\n' >>"$META"
-		rm -f -- "$tarball"
+		if [[ -n $ROOTDIR ]]; then
+			bench_tree_meta "$ROOTDIR"
+		else
+			bench_tar_meta "$tarball"
+		fi
+		printf 'images=no read images were built (only mkfs and write workloads selected)\n' >>"$META"
+		[[ -n $TARBALL ]] || rm -f -- "$tarball"
 		return 0
 	fi
 
 	bench_log "btrfs image: mkfs.btrfs defaults, populated by the kernel"
 	IMG_BTRFS=$(oracle_image btrfs.img 4G)
 	oracle_mkfs -- "$IMG_BTRFS"
-	oracle_kmount "$T/pop" "$IMG_BTRFS" || bench_fail "kernel mount of the new btrfs image"
+	bench_kmount btrfs "$IMG_BTRFS" "$T/pop" || bench_fail "kernel mount of the new btrfs image"
 	bench_populate "$T/pop" "$tarball"
 	bench_tree_meta "$T/pop"
 	printf 'btrfs_metadata=%s\n' "$(btrfs filesystem df -b "$T/pop" |
 		awk -F'[=, ]+' '/^Metadata/ { for (i = 1; i < NF; i++) if ($i == "used") print $(i + 1) }')" \
 		>>"$META"
-	oracle_kumount "$T/pop"
+	bench_kumount "$T/pop"
 
 	# The `ubtrfs` target's image: made by `ubtrfs mkfs` when the binary has
 	# it (populated by the kernel until ubtrfs can write), else the same
@@ -216,18 +332,12 @@ bench_setup_data() {
 	bench_log "ext4 image: mkfs.ext4 defaults, populated by the kernel"
 	IMG_EXT4=$(oracle_image ext4.img 4G)
 	mkfs.ext4 -q -F "$IMG_EXT4" || bench_fail "mkfs.ext4"
-	dev=$(oracle_loop "$IMG_EXT4")
-	mount -t ext4 -- "$dev" "$T/pop" || bench_fail "mount ext4"
-	oracle_register_mount "$T/pop"
+	bench_kmount ext4 "$IMG_EXT4" "$T/pop" || bench_fail "mount ext4"
 	bench_populate "$T/pop" "$tarball"
 	[[ $(find "$T/pop/tree" | wc -l) == "$ENTRIES" ]] || bench_fail "ext4 tree differs"
-	umount -- "$T/pop" || bench_fail "umount ext4"
-	oracle_unloop "$dev"
-	rm -f -- "$tarball"
+	bench_kumount "$T/pop"
+	[[ -n $TARBALL ]] || rm -f -- "$tarball"
 
-	# Read-only loops for the kernel targets, for the rest of the run.
-	LOOP_BTRFS=$(oracle_loop -r "$IMG_BTRFS")
-	LOOP_EXT4=$(oracle_loop -r "$IMG_EXT4")
 	local t
 	for t in "${ALL_TARGETS[@]}"; do
 		MNT[$t]=$T/mnt/$t
@@ -276,13 +386,16 @@ bench_collect_meta() {
 		printf 'disk=%s (%s), images under %s (%s)\n' "$src" "${disk:-?}" "$T" \
 			"$(findmnt -n -o FSTYPE -T "$T")"
 		printf 'ubtrfs=%s (%s)\n' "$("$UB" --version 2>&1 | head -n1)" "$UBTRFS"
-		printf 'ubtrfs_build=%s\n' "$(meson configure "$REPO/build" 2>/dev/null |
+		# The build directory of $UBTRFS (BUILD/src/cli/ubtrfs).
+		printf 'ubtrfs_build=%s\n' "$(meson configure "$(dirname -- "$UBTRFS")/../.." 2>/dev/null |
 			awk '$1 == "buildtype" { print $2; exit }')"
 		printf 'git=%s\n' "$(git -C "$REPO" describe --always --dirty 2>/dev/null || echo '?')"
 		printf 'fio=%s\n' "$(fio --version)"
 		printf 'bindfs=%s\n' "$(bindfs --version 2>&1 | head -n1)"
 		printf 'btrfs_progs=%s\n' "$(btrfs --version | head -n1)"
 		printf 'bindfs_opts=%s\n' "$BINDFS_OPTS"
+		printf 'w_seq_mib=%s\nw_rand_mib=%s\nw_rand_io_mib=%s\nw_files=%s\n' \
+			"$W_SEQ_MIB" "$W_RAND_MIB" "$W_RAND_IO_MIB" "$W_FILES"
 		printf 'load_start=%s\n' "$(cut -d' ' -f1-3 /proc/loadavg)"
 	} >>"$META"
 }
@@ -293,27 +406,41 @@ bench_collect_meta() {
 # run and unmounted after it, so each run has a cold daemon and its own
 # CPU/RSS figures.
 
+# The kernel targets mount their image through `mount -o loop,ro`: a loop
+# device that exists only while mounted (autoclear), so no other job on the
+# machine can detach or reuse it under us between runs.
 bench_kernel_btrfs_up() {
 	oracle_is_mounted "${MNT[kernel-btrfs]}" && return 0
-	mount -t btrfs -o ro -- "$LOOP_BTRFS" "${MNT[kernel-btrfs]}" ||
+	bench_kmount -r btrfs "$IMG_BTRFS" "${MNT[kernel-btrfs]}" ||
 		bench_fail "kernel mount of btrfs"
-	oracle_register_mount "${MNT[kernel-btrfs]}"
 }
 
 bench_kernel_btrfs_down() {
 	oracle_is_mounted "${MNT[kernel-btrfs]}" || return 0
-	umount -- "${MNT[kernel-btrfs]}" || bench_fail "umount kernel-btrfs"
+	bench_kumount "${MNT[kernel-btrfs]}"
 }
 
 bench_kernel_ext4_up() {
 	oracle_is_mounted "${MNT[kernel-ext4]}" && return 0
-	mount -t ext4 -o ro -- "$LOOP_EXT4" "${MNT[kernel-ext4]}" || bench_fail "mount ext4"
-	oracle_register_mount "${MNT[kernel-ext4]}"
+	bench_kmount -r ext4 "$IMG_EXT4" "${MNT[kernel-ext4]}" || bench_fail "mount ext4"
 }
 
 bench_kernel_ext4_down() {
 	oracle_is_mounted "${MNT[kernel-ext4]}" || return 0
-	umount -- "${MNT[kernel-ext4]}" || bench_fail "umount kernel-ext4"
+	bench_kumount "${MNT[kernel-ext4]}"
+}
+
+# bench_timed_kmount FSTYPE IMG MNT: the mount workload for a kernel target:
+# a read-only loop device is set up first (unmeasured, as a block device
+# would be there already), then only `mount` is timed; the loop device is
+# then marked to go with the unmount (losetup -d of a busy device).
+bench_timed_kmount() {
+	local dev
+	dev=$(losetup --find --show --read-only -- "$2") || bench_fail "losetup $2"
+	bench_drop_caches
+	bench_time mount -t "$1" -o ro -- "$dev" "$3"
+	oracle_register_mount "$3"
+	losetup -d "$dev" 2>/dev/null || true
 }
 
 bench_wait_mounted() {
@@ -406,8 +533,56 @@ bench_time() {
 	ELAPSED=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.6f", b - a }')
 }
 
+# bench_rd_kib TARGET: KiB the target has read from its image so far, or ""
+# when unknown.  Counted where only that target reads, so other jobs on a
+# shared machine do not show: a ubtrfs daemon's read_bytes (/proc/PID/io:
+# its tree-block preads and the page faults on its mapping of the image),
+# and for kernel targets and bindfs (over the ext4 mount) the loop device's
+# sectors read.  The loop device reads its image through the page cache,
+# which a cold run has just dropped.
+bench_rd_kib() {
+	local t=$1 dev='' pid
+	case $t in
+	ubtrfs | ubtrfs-kernelmkfs)
+		pid=${DPID[$t]:-}
+		[[ -n $pid ]] || { echo; return; }
+		awk '/^read_bytes:/ { printf "%d\n", $2 / 1024 }' "/proc/$pid/io" 2>/dev/null || echo
+		return
+		;;
+	kernel-btrfs) dev=${CUR_LOOP[$t]:-$(findmnt -n -o SOURCE -M "${MNT[kernel-btrfs]}")} ;;
+	kernel-ext4 | fuse-passthrough)
+		dev=${CUR_LOOP[$t]:-$(findmnt -n -o SOURCE -M "${MNT[kernel-ext4]}")} ;;
+	esac
+	[[ -n $dev && -r /sys/class/block/${dev#/dev/}/stat ]] || { echo; return; }
+	awk '{ printf "%d\n", $3 / 2 }' "/sys/class/block/${dev#/dev/}/stat"
+}
+
+# bench_wr_kib TARGET: KiB the target has written to its image so far, or
+# "": the daemon's write_bytes (its pwrites to the image) for ubtrfs, the
+# loop device's sectors written for the others (bindfs: the ext4 below it).
+# Used by the write workloads, where every target has its own loop device
+# (CUR_LOOP).
+bench_wr_kib() {
+	local t=$1 dev='' pid
+	case $t in
+	ubtrfs | ubtrfs-kernelmkfs)
+		pid=${DPID[$t]:-}
+		[[ -n $pid ]] || { echo; return; }
+		awk '/^write_bytes:/ { printf "%d\n", $2 / 1024 }' "/proc/$pid/io" 2>/dev/null || echo
+		return
+		;;
+	*) dev=${CUR_LOOP[$t]:-} ;;
+	esac
+	[[ -n $dev && -r /sys/class/block/${dev#/dev/}/stat ]] || { echo; return; }
+	awk '{ printf "%d\n", $7 / 2 }' "/sys/class/block/${dev#/dev/}/stat"
+}
+
+# bench_record WL TARGET REP VALUE UNIT CPU_S RSS_KIB [DISK_KIB]: one line of
+# $RAW; DISK_KIB defaults to the last bench_measure's DISK_RD_KIB.
+DISK_RD_KIB=-
 bench_record() {
-	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$@" >>"$RAW"
+	printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" "$5" "$6" "$7" \
+		"${8-$DISK_RD_KIB}" >>"$RAW"
 }
 
 # perf around the measured command (--profile, first repetition, ubtrfs).
@@ -467,23 +642,34 @@ bench_perf_stop() {
 
 # bench_measure WL TARGET REP CMD...: the measured command (run by this
 # shell, which bench/run has pinned, so a shell function is fine), with the FUSE
-# daemon's CPU time and peak RSS around it.  Sets ELAPSED, CPU_S, RSS_KIB.
+# daemon's CPU time and peak RSS around it and what the target read from its
+# image.  Sets ELAPSED, CPU_S, RSS_KIB, DISK_RD_KIB.
 bench_measure() {
-	local wl=$1 t=$2 rep=$3 pid c0=0 c1=0
+	local wl=$1 t=$2 rep=$3 pid c0=0 c1=0 d0 d1
 	shift 3
 	pid=${DPID[$t]:-}
 	[[ -n $pid ]] && c0=$(bench_cpu_ticks "$pid")
 	bench_perf_start "$wl" "$t" "$rep"
 	local io0='' io1=''
 	[[ -n $PERF_PID && -n $pid ]] && io0=$(<"/proc/$pid/io")
-	bench_time "$@"
+	local io_fn=bench_rd_kib
+	bench_is_write_wl "$wl" && io_fn=bench_wr_kib
+	d0=$($io_fn "$t")
+	if bench_is_write_wl "$wl"; then
+		bench_time_w "$@"
+	else
+		bench_time "$@"
+	fi
+	d1=$($io_fn "$t")
+	DISK_RD_KIB=-
+	[[ -n $d0 && -n $d1 ]] && DISK_RD_KIB=$((d1 - d0))
 	[[ -n $PERF_PID && -n $pid ]] && io1=$(<"/proc/$pid/io")
 	bench_perf_stop "$wl" "$t"
 	if [[ -n $io0 ]]; then
 		# The daemon's read syscalls and bytes during the run, for the profile.
 		paste <(printf '%s\n' "$io0") <(printf '%s\n' "$io1") |
 			awk -v e="$ELAPSED" 'BEGIN { print "# --- daemon /proc/PID/io during the run (" e " s): field, delta" }
-				{ sub(":", "", $1); printf "#   %s %d\n", $1, $4 - $2 }' \
+				{ sub(":", "", $1); printf "#   %s %.0f\n", $1, $4 - $2 }' \
 			>>"$PROFILE_DIR/$wl-$t.txt"
 	fi
 	if [[ -n $pid ]]; then
@@ -538,6 +724,306 @@ wl_tar() {
 	tar -C "$1" -cf - tree | cat >/dev/null
 }
 
+# An unchanged work tree: git lstat()s every file and reads every directory
+# (for untracked files), compares with its index; writes nothing.
+wl_git_status() {
+	git -c safe.directory='*' -C "$1" --no-optional-locks status --porcelain -- tree
+}
+
+# ---------------------------------------------------------------------------
+# Write workloads through the mounts.  Every run gets a fresh filesystem: a
+# new 4 GiB sparse image in the temp dir, made for the target (`ubtrfs
+# mkfs` for ubtrfs, mkfs.btrfs for ubtrfs-kernelmkfs and kernel-btrfs,
+# mkfs.ext4 with inode tables and journal written at once - no lazy init
+# running behind the measurement - for kernel-ext4 and the passthrough),
+# mounted read-write (ubtrfs: `mount -f -o rw`, pinned like the read
+# daemons; kernel: a loop device; bindfs over such an ext4 mount).  A
+# workload's setup is done and made durable unmeasured; the measured command
+# ends by making everything it wrote durable in the target's own way
+# (bench_w_sync).  No cache is dropped: the source (the tarball) is read
+# once before, so every target reads it from the page cache.
+
+WRITE_WLS=(seqwrite randwrite-4k create-empty create-4k untar rm-tree)
+bench_is_write_wl() {
+	[[ " ${WRITE_WLS[*]} " == *" $1 "* ]]
+}
+
+# How long a measured write command may take before the run counts as
+# failed (the ubtrfs daemon is killed, so the command errors out).
+W_TIMEOUT=${BENCH_WRITE_TIMEOUT:-600}
+# Failed runs go to $T/wfail.tsv (WL TARGET REP reason), the btrfs check
+# results to $T/wcheck.tsv (WL TARGET result detail), for the report.
+
+# bench_time_w CMD...: bench_time for the write workloads: a failing command
+# is recorded (W_ERR set to a reason), not fatal; past W_TIMEOUT seconds the
+# FUSE daemon (a process we started) is killed so the command returns.
+W_ERR=
+bench_time_w() {
+	local t0 t1 rc=0 wd='' pid=${DPID[$W_TGT]:-}
+	W_ERR=
+	if [[ -n $pid ]]; then
+		# The watchdog's sleep goes with it when it is stopped (TERM).
+		(
+			trap 'kill "$sl" 2>/dev/null; exit 0' TERM
+			sleep "$W_TIMEOUT" &
+			sl=$!
+			wait "$sl" && kill -KILL "$pid" 2>/dev/null && : >"$T/w.timeout"
+		) &
+		wd=$!
+	fi
+	rm -f -- "$T/w.timeout"
+	t0=$EPOCHREALTIME
+	"$@" >"$T/out" 2>"$T/err" || rc=$?
+	t1=$EPOCHREALTIME
+	if [[ -n $wd ]]; then
+		kill "$wd" 2>/dev/null || true
+		wait "$wd" 2>/dev/null || true
+	fi
+	ELAPSED=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.6f", b - a }')
+	if [[ -e $T/w.timeout ]]; then
+		W_ERR="timed out after ${W_TIMEOUT}s (daemon killed)"
+	elif ((rc)); then
+		W_ERR="exit $rc: $(tail -n 3 "$T/err" | tr '\n\t' '  ' | cut -c1-300)"
+	elif [[ -n $pid ]] && ! kill -0 "$pid" 2>/dev/null; then
+		W_ERR="the daemon exited during the run"
+	fi
+}
+
+# bench_w_fail WL TARGET REP REASON: an honest record of a failed run.
+bench_w_fail() {
+	printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >>"$T/wfail.tsv"
+	bench_log "FAILED: $1 on $2 (repetition $3): $4"
+	{ echo "--- $1 on $2, repetition $3: $4"; tail -n 20 "$T/err" 2>/dev/null; } >>"$LOG"
+}
+
+BINDFS_WOPTS=kernel_cache,entry_timeout=86400,attr_timeout=86400
+WIMG=
+WMNT=
+WUNDER=
+bench_w_up() {
+	local t=$1 pid
+	WIMG=$T/w-$t.img
+	WMNT=$T/wmnt/$t
+	WUNDER=$T/wmnt/under
+	mkdir -p -- "$WMNT" "$WUNDER"
+	rm -f -- "$WIMG"
+	truncate -s 4G -- "$WIMG"
+	case $t in
+	ubtrfs) "$UB" mkfs -q -f "$WIMG" >>"$LOG" 2>&1 || bench_fail "ubtrfs mkfs $WIMG" ;;
+	ubtrfs-kernelmkfs | kernel-btrfs)
+		mkfs.btrfs -q -f "$WIMG" >>"$LOG" 2>&1 || bench_fail "mkfs.btrfs $WIMG" ;;
+	kernel-ext4 | fuse-passthrough)
+		mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$WIMG" >>"$LOG" 2>&1 ||
+			bench_fail "mkfs.ext4 $WIMG" ;;
+	esac
+	case $t in
+	ubtrfs | ubtrfs-kernelmkfs)
+		"${PIN[@]}" "$UB" mount -f -o rw "$WIMG" "$WMNT" >>"$LOG" 2>&1 &
+		pid=$!
+		kill -0 "$pid" 2>/dev/null && oracle_register_pid "$pid"
+		bench_wait_mounted "$WMNT" "$pid"
+		oracle_register_mount "$WMNT"
+		DPID[$t]=$pid
+		;;
+	kernel-btrfs | kernel-ext4)
+		# mount -o loop: the loop device goes by itself (autoclear) once
+		# the unmount and whoever probes it after (udev) let go.
+		bench_kmount "${t#kernel-}" "$WIMG" "$WMNT" || bench_fail "mount $t $WIMG"
+		CUR_LOOP[$t]=$(findmnt -n -o SOURCE -M "$WMNT")
+		;;
+	fuse-passthrough)
+		bench_kmount ext4 "$WIMG" "$WUNDER" || bench_fail "mount ext4 $WIMG"
+		CUR_LOOP[$t]=$(findmnt -n -o SOURCE -M "$WUNDER")
+		"${PIN[@]}" bindfs -f -o "$BINDFS_WOPTS" "$WUNDER" "$WMNT" >>"$LOG" 2>&1 &
+		pid=$!
+		kill -0 "$pid" 2>/dev/null && oracle_register_pid "$pid"
+		bench_wait_mounted "$WMNT" "$pid"
+		oracle_register_mount "$WMNT"
+		DPID[$t]=$pid
+		;;
+	esac
+}
+
+# Unmount (a ubtrfs daemon commits what is left and exits), detach, and for
+# ubtrfs at the first repetition `btrfs check --readonly` the image the
+# daemon wrote.  bench_w_down TARGET WL REP.
+bench_w_down() {
+	local t=$1 wl=$2 rep=$3 pid=${DPID[$1]:-} i dev=${CUR_LOOP[$1]:-}
+	[[ $wl == untar ]] && bench_wants rm-tree && wl="untar+rm-tree"
+	if bench_is_fuse "$t"; then
+		for ((i = 0; i < 100; i++)); do
+			oracle_is_mounted "$WMNT" || break
+			fusermount3 -u -- "$WMNT" 2>/dev/null && break
+			sleep 0.1
+		done
+		oracle_is_mounted "$WMNT" && fusermount3 -u -z -- "$WMNT" 2>/dev/null
+		if [[ -n $pid ]]; then
+			for ((i = 0; i < 600; i++)); do
+				kill -0 "$pid" 2>/dev/null || break
+				sleep 0.1
+			done
+			if kill -0 "$pid" 2>/dev/null; then
+				bench_w_fail "$wl" "$t" "$rep" "daemon still running 60 s after the unmount; killed"
+				kill -KILL "$pid" 2>/dev/null || true
+			fi
+			wait "$pid" 2>/dev/null || true
+			unset "DPID[$t]"
+		fi
+	fi
+	if [[ $t == fuse-passthrough ]]; then
+		bench_kumount -n "$WUNDER"
+	elif [[ $t == kernel-* ]]; then
+		bench_kumount -n "$WMNT"
+	fi
+	[[ -z $dev ]] || unset "CUR_LOOP[$t]"
+	if bench_is_ubtrfs "$t" && ((rep == 1)); then
+		local out res
+		if out=$(btrfs check --readonly "$WIMG" 2>&1); then
+			res=clean
+		else
+			res=errors
+		fi
+		printf '%s\t%s\t%s\t%s\n' "$wl" "$t" "$res" \
+			"$(printf '%s\n' "$out" | grep -E '^(found|ERROR|error)' | head -n 3 | tr '\n\t' '  ' | cut -c1-300)" \
+			>>"$T/wcheck.tsv"
+		{ echo "--- btrfs check --readonly after $wl on $t: $res"; printf '%s\n' "$out"; } >>"$LOG"
+		[[ $res == clean ]] || bench_log "btrfs check after $wl on $t: ERRORS (see $LOG)"
+	fi
+	rm -f -- "$WIMG"
+}
+
+# bench_w_sync TARGET: make everything written durable, each target its own
+# way: syncfs for kernel mounts (for bindfs: of the ext4 below it; syncfs on
+# a FUSE mount does nothing here); for ubtrfs an fsync of the mount's root
+# directory, which the daemon answers by committing its transaction.
+bench_w_sync() {
+	case $1 in
+	ubtrfs | ubtrfs-kernelmkfs) sync -- "$WMNT" ;;
+	kernel-btrfs | kernel-ext4) sync -f -- "$WMNT" ;;
+	fuse-passthrough) sync -f -- "$WUNDER" ;;
+	esac
+}
+
+# The measured write commands: $1 = the mount, $2 = the target.  fio's own
+# end_fsync is inside its measured time (its runtime includes it).
+# Sizes (bench/run sets them: full 1 GiB, 256 MiB with 32 MiB of random
+# writes; --quick 512, 128 and 16 MiB).
+W_SEQ_MIB=${W_SEQ_MIB:-1024}
+W_RAND_MIB=${W_RAND_MIB:-256}
+W_RAND_IO_MIB=${W_RAND_IO_MIB:-32}
+wl_seqwrite() {
+	fio --name=seqwrite --filename="$1/seqwrite" --rw=write --bs=1M --size="${W_SEQ_MIB}m" \
+		--ioengine=psync --end_fsync=1 --output-format=terse --terse-version=3
+}
+
+wl_randwrite_setup() {
+	fio --name=layout --filename="$1/randwrite" --rw=write --bs=1M --size="${W_RAND_MIB}m" \
+		--ioengine=psync --end_fsync=1 --output-format=terse --terse-version=3 >/dev/null
+}
+
+# W_RAND_IO_MIB of distinct 4 KiB blocks (fio's random map) of the file.
+wl_randwrite() {
+	fio --name=randwrite --filename="$1/randwrite" --rw=randwrite --bs=4k --ioengine=psync \
+		--iodepth=1 --size="${W_RAND_MIB}m" --io_size="${W_RAND_IO_MIB}m" --randrepeat=1 --end_fsync=1 \
+		--output-format=terse --terse-version=3
+}
+
+W_FILES=${W_FILES:-20000}
+wl_create() {
+	python3 "$BENCH_DIR/lib/mkfiles.py" "$1/create" "$W_FILES" && bench_w_sync "$2"
+}
+
+wl_files4k() {
+	python3 "$BENCH_DIR/lib/mkfiles.py" "$1/files" "$W_FILES" 100 4096 && bench_w_sync "$2"
+}
+
+wl_untar() {
+	tar -C "$1" -xf "$TARBALL" && bench_w_sync "$2"
+}
+
+wl_rmtree() {
+	rm -rf -- "$1/tree" && bench_w_sync "$2"
+}
+
+# bench_w_verify WL ROOT: after the first repetition, outside the timing,
+# check that the workload did what it says; prints a reason if not.
+bench_w_verify() {
+	local wl=$1 r=$2 n
+	case $wl in
+	seqwrite) n=$(stat -c %s -- "$r/seqwrite" 2>/dev/null); [[ $n == $((W_SEQ_MIB << 20)) ]] || echo "seqwrite is ${n:-missing} bytes" ;;
+	randwrite-4k) n=$(stat -c %s -- "$r/randwrite" 2>/dev/null); [[ $n == $((W_RAND_MIB << 20)) ]] || echo "randwrite is ${n:-missing} bytes" ;;
+	create-empty) n=$(find "$r/create" -mindepth 1 -type f -size 0 | wc -l); [[ $n == "$W_FILES" ]] || echo "$n empty files, expected $W_FILES" ;;
+	create-4k) n=$(find "$r/files" -type f -size 4096c | wc -l); [[ $n == "$W_FILES" ]] || echo "$n files of 4 KiB, expected $W_FILES" ;;
+	untar) n=$(find "$r/tree" | wc -l); [[ $n == "$ENTRIES" ]] || echo "$n entries after untar, expected $ENTRIES" ;;
+	rm-tree) [[ ! -e $r/tree ]] || echo "tree still there after rm -rf" ;;
+	esac
+}
+
+# bench_w_measure WL TARGET REP FN: one measured write command on the
+# mounted target, recorded (or recorded as failed), verified at repetition 1.
+bench_w_measure() {
+	local wl=$1 t=$2 rep=$3 fn=$4 value unit why
+	W_TGT=$t
+	bench_measure "$wl" "$t" "$rep" "$fn" "$WMNT" "$t"
+	if [[ -n $W_ERR ]]; then
+		bench_w_fail "$wl" "$t" "$rep" "$W_ERR"
+		return 1
+	fi
+	case $wl in
+	seqwrite) value=$(awk -F';' 'NR == 1 { printf "%.1f", $48 / 1024 }' "$T/out"); unit=MiB/s ;;
+	randwrite-4k) value=$(awk -F';' 'NR == 1 { print $49 }' "$T/out"); unit=IOPS ;;
+	create-empty | create-4k) value=$(awk -v n="$W_FILES" -v s="$ELAPSED" 'BEGIN { printf "%.0f", n / s }'); unit=files/s ;;
+	untar) value=$ELAPSED; unit=s ;;
+	rm-tree) value=$(awk -v n="$ENTRIES" -v s="$ELAPSED" 'BEGIN { printf "%.0f", n / s }'); unit=entries/s ;;
+	esac
+	if ((rep == 1)); then
+		why=$(bench_w_verify "$wl" "$WMNT")
+		if [[ -n $why ]]; then
+			bench_w_fail "$wl" "$t" "$rep" "wrong result: $why"
+			return 1
+		fi
+	fi
+	bench_record "$wl" "$t" "$rep" "$value" "$unit" "$CPU_S" "$RSS_KIB"
+}
+
+# One write workload run: fresh filesystem, setup, measure, tear down.
+# untar is followed on the same mount by rm-tree when that is selected too
+# (rm -rf of the tree just extracted, caches warm); rm-tree alone extracts
+# the tree unmeasured first.
+bench_run_write() {
+	local wl=$1 t=$2 rep=$3 ok=1
+	bench_w_up "$t"
+	case $wl in
+	randwrite-4k)
+		wl_randwrite_setup "$WMNT" || ok=0
+		bench_w_sync "$t" || ok=0 ;;
+	create-empty) mkdir -- "$WMNT/create" || ok=0 ;;
+	create-4k) mkdir -- "$WMNT/files" || ok=0 ;;
+	untar | rm-tree) cat -- "$TARBALL" >/dev/null ;;
+	esac
+	if [[ $wl == rm-tree ]]; then
+		wl_untar "$WMNT" "$t" >/dev/null 2>&1 || ok=0
+	fi
+	if ((!ok)); then
+		bench_w_fail "$wl" "$t" "$rep" "setup failed"
+	else
+		sync
+		case $wl in
+		seqwrite) bench_w_measure "$wl" "$t" "$rep" wl_seqwrite ;;
+		randwrite-4k) bench_w_measure "$wl" "$t" "$rep" wl_randwrite ;;
+		create-empty) bench_w_measure "$wl" "$t" "$rep" wl_create ;;
+		create-4k) bench_w_measure "$wl" "$t" "$rep" wl_files4k ;;
+		untar)
+			if bench_w_measure "$wl" "$t" "$rep" wl_untar && bench_wants rm-tree; then
+				bench_w_measure rm-tree "$t" "$rep" wl_rmtree || true
+			fi
+			;;
+		rm-tree) bench_w_measure "$wl" "$t" "$rep" wl_rmtree ;;
+		esac || true
+	fi
+	bench_w_down "$t" "$wl" "$rep"
+}
+
 # ---------------------------------------------------------------------------
 # Which targets a workload applies to (in the selected order).
 bench_targets_for() {
@@ -561,6 +1047,10 @@ bench_run_one() {
 	memory) bench_run_memory "$t" "$rep"; return ;;
 	mkfs | mkfs-rootdir) bench_run_mkfs "$wl" "$t" "$rep"; return ;;
 	esac
+	if bench_is_write_wl "$wl"; then
+		bench_run_write "$wl" "$t" "$rep"
+		return
+	fi
 	# get-cold and mount may have left kernel-btrfs down.
 	[[ $t == kernel-btrfs ]] && bench_kernel_btrfs_up
 	case $wl in
@@ -570,6 +1060,7 @@ bench_run_one() {
 	find-*) fn=wl_find ;;
 	ls-*) fn=wl_ls ;;
 	tar-*) fn=wl_tar ;;
+	git-status-*) fn=wl_git_status ;;
 	*) bench_fail "unknown workload $wl" ;;
 	esac
 	bench_target_up "$t"
@@ -581,6 +1072,10 @@ bench_run_one() {
 		"$fn" "$root" >/dev/null 2>&1
 	fi
 	bench_measure "$wl" "$t" "$rep" "$fn" "$root"
+	if [[ $fn == wl_git_status && -s $T/out ]]; then
+		head -n 5 "$T/out" >&2
+		bench_fail "git status on $t reports changes: the walk would not be a stat walk"
+	fi
 	case $fn in
 	wl_seqread) value=$(bench_fio_field 7); value=$(awk -v v="$value" 'BEGIN { printf "%.1f", v / 1024 }'); unit=MiB/s ;;
 	wl_randread_*) value=$(bench_fio_field 8); unit=IOPS ;;
@@ -617,7 +1112,7 @@ bench_run_get() {
 	fi
 	read -r u s m <"$T/time"
 	bench_record get-cold "$t" "$rep" "$ELAPSED" s \
-		"$(awk -v u="$u" -v s="$s" 'BEGIN { printf "%.2f", u + s }')" "$m"
+		"$(awk -v u="$u" -v s="$s" 'BEGIN { printf "%.2f", u + s }')" "$m" -
 	rm -rf -- "$dest"
 }
 
@@ -639,20 +1134,16 @@ bench_run_mount() {
 		;;
 	kernel-btrfs)
 		bench_kernel_btrfs_down
-		bench_drop_caches
-		bench_time mount -t btrfs -o ro "$LOOP_BTRFS" "$mnt"
-		oracle_register_mount "$mnt"
+		bench_timed_kmount btrfs "$IMG_BTRFS" "$mnt"
 		;;
 	kernel-ext4)
 		bench_kernel_ext4_down
-		bench_drop_caches
-		bench_time mount -t ext4 -o ro "$LOOP_EXT4" "$mnt"
-		oracle_register_mount "$mnt"
+		bench_timed_kmount ext4 "$IMG_EXT4" "$mnt"
 		;;
 	esac
 	oracle_is_mounted "$mnt" || bench_fail "$t: not mounted after the mount command"
 	bench_record mount "$t" "$rep" "$(awk -v s="$ELAPSED" 'BEGIN { printf "%.1f", s * 1000 }')" \
-		ms - -
+		ms - - -
 	if bench_is_fuse "$t"; then
 		bench_fuse_down "$t"
 	fi
@@ -707,7 +1198,7 @@ bench_run_memory() {
 		bench_fuse_up "$t" "$c"
 		bench_record "memory-mounted" "$t" "$rep" \
 			"$(awk -v k="$(bench_hwm_kib "${DPID[$t]}")" 'BEGIN { printf "%.1f", k / 1024 }')" \
-			MiB - -
+			MiB - - -
 		bench_drop_caches
 		bench_anon_watch "${DPID[$t]}"
 		bench_measure "memory-cache$c" "$t" "$rep" wl_tar "${MNT[$t]}"
@@ -715,7 +1206,7 @@ bench_run_memory() {
 		bench_record "memory-cache$c" "$t" "$rep" \
 			"$(awk -v k="$RSS_KIB" 'BEGIN { printf "%.1f", k / 1024 }')" MiB "$CPU_S" "$RSS_KIB"
 		bench_record "memory-anon-cache$c" "$t" "$rep" \
-			"$(awk -v k="$ANON_KIB" 'BEGIN { printf "%.1f", k / 1024 }')" MiB - -
+			"$(awk -v k="$ANON_KIB" 'BEGIN { printf "%.1f", k / 1024 }')" MiB - - -
 		bench_fuse_down "$t"
 	done
 }
@@ -763,16 +1254,16 @@ bench_run_mkfs() {
 	if ((rep == 1)); then
 		# Outside the measurement: the kernel mounts what was made, and for
 		# --rootdir it holds the whole tree.
-		oracle_kmount -o ro "$T/mkfs-check" "$img" 2>>"$LOG" ||
+		bench_kmount -r btrfs "$img" "$T/mkfs-check" 2>>"$LOG" ||
 			bench_fail "$wl on $t: the kernel does not mount the image"
 		if [[ $wl == mkfs-rootdir ]]; then
 			n=$(find "$T/mkfs-check/tree" | wc -l)
 			bytes=$(bench_file_bytes "$T/mkfs-check/tree")
-			oracle_kumount "$T/mkfs-check"
+			bench_kumount "$T/mkfs-check"
 			[[ $n == "$ENTRIES" && $bytes == "$TREE_FILE_BYTES" ]] ||
 				bench_fail "$wl on $t: $n entries, $bytes file bytes; expected $ENTRIES, $TREE_FILE_BYTES"
 		else
-			oracle_kumount "$T/mkfs-check"
+			bench_kumount "$T/mkfs-check"
 		fi
 	fi
 	if [[ $wl == mkfs ]]; then
@@ -784,6 +1275,6 @@ bench_run_mkfs() {
 	fi
 	read -r u s m <"$T/time"
 	bench_record "$wl" "$t" "$rep" "$value" "$unit" \
-		"$(awk -v u="$u" -v s="$s" 'BEGIN { printf "%.2f", u + s }')" "$m"
+		"$(awk -v u="$u" -v s="$s" 'BEGIN { printf "%.2f", u + s }')" "$m" -
 	rm -f -- "$img"
 }

@@ -2,10 +2,12 @@
 """report.py - turn bench/run's raw figures into the Markdown report and CSV.
 
 raw TSV, one line per run:
-  workload target rep value unit cpu_seconds peak_rss_kib   ("-" = none)
+  workload target rep value unit cpu_seconds peak_rss_kib [disk_read_kib]
+  ("-" = none)
 meta: key=value lines (machine, software, tree, run settings).
-writes: name<TAB>unit<TAB>description of the write workloads through the mount
-  (not run yet).
+fails: workload<TAB>target<TAB>rep<TAB>reason, one line per failed write run.
+checks: workload<TAB>target<TAB>clean|errors<TAB>detail: `btrfs check
+  --readonly` of the images ubtrfs wrote (first repetition).
 """
 import argparse
 import csv
@@ -36,6 +38,10 @@ WORKLOADS = {
     "tar-cold": ("tar of the tree, cold", "tar -cf - tree | cat >/dev/null (through a "
                  "pipe: GNU tar does not read file data when the archive is /dev/null)",
                  False),
+    "git-status-cold": ("git status, cold",
+                        "`git --no-optional-locks status --porcelain -- tree` in a repository "
+                        "whose index matches the tree (a stat walk: no file is read); caches "
+                        "dropped first", False),
     "get-cold": ("Offline copy-out, cold",
                  "`ubtrfs get IMG /tree DEST` against btrfs-progs `btrfs restore -x -m -S "
                  "--path-regex` of the same image (row kernel-btrfs), DEST on tmpfs, "
@@ -47,6 +53,27 @@ WORKLOADS = {
              "kernel-btrfs), IMG a fresh 4 GiB sparse file on the disk of the other images; "
              "time until the tool has exited and `sync IMG` has returned; caches warm; "
              "CPU and RSS are the tool's own", False),
+    "seqwrite": ("Sequential write",
+                 "fio write of a new {w_seq_mib} MiB file, 1 MiB psync writes, end_fsync=1 "
+                 "(the fsync is inside fio's time); fresh filesystem", True),
+    "randwrite-4k": ("4 KiB random write",
+                     "fio randwrite of {w_rand_io_mib} MiB of distinct 4 KiB blocks of a "
+                     "{w_rand_mib} MiB file written (and synced) just before, psync, iodepth 1, "
+                     "end_fsync=1; fresh filesystem", True),
+    "create-empty": ("Create {w_files} empty files",
+                   "{w_files} new empty files in one directory (bench/lib/mkfiles.py: open "
+                   "O_CREAT|O_EXCL, close), then the target's sync; files per second over "
+                   "both; fresh filesystem", True),
+    "create-4k": ("{w_files} files of 4 KiB in 100 directories",
+                 "100 new directories sharing {w_files} new files, each written with 4 KiB "
+                 "in one write(2) (bench/lib/mkfiles.py), then the target's sync; files per "
+                 "second over both; fresh filesystem", True),
+    "untar": ("Untar of the tree",
+              "`tar -xf` of the tree's tarball (read from the page cache) into a fresh "
+              "filesystem, then the target's sync", False),
+    "rm-tree": ("rm -rf of the tree",
+                "`rm -rf` of the tree just extracted by `untar` on the same mount (caches "
+                "warm), then the target's sync; entries per second", True),
     "mkfs-rootdir": ("mkfs --rootdir of the tree",
                      "`ubtrfs mkfs -f -q --rootdir DIR IMG` against btrfs-progs `mkfs.btrfs "
                      "-f -q --rootdir DIR IMG` (row kernel-btrfs), DIR the tree extracted on "
@@ -61,6 +88,7 @@ TOOL_WORKLOADS = {
     "mkfs": ("ubtrfs mkfs", "mkfs.btrfs"),
     "mkfs-rootdir": ("ubtrfs mkfs --rootdir", "mkfs.btrfs --rootdir"),
 }
+WRITE_WORKLOADS = ["seqwrite", "randwrite-4k", "create-empty", "create-4k", "untar", "rm-tree"]
 MEMORY_PREFIX = "memory-cache"
 ANON_PREFIX = "memory-anon-cache"
 
@@ -95,15 +123,17 @@ class Cell:
     """All repetitions of one workload on one target."""
 
     def __init__(self):
-        self.values, self.cpu, self.rss, self.unit = [], [], [], ""
+        self.values, self.cpu, self.rss, self.disk, self.unit = [], [], [], [], ""
 
-    def add(self, value, unit, cpu, rss):
+    def add(self, value, unit, cpu, rss, disk="-"):
         self.values.append(float(value))
         self.unit = unit
         if cpu != "-":
             self.cpu.append(float(cpu))
         if rss != "-":
             self.rss.append(float(rss) / 1024)
+        if disk != "-":
+            self.disk.append(float(disk) / 1024)
 
     @property
     def median(self):
@@ -115,12 +145,14 @@ def load(path):
     with open(path) as f:
         for line in f:
             parts = line.rstrip("\n").split("\t")
-            if len(parts) != 7:
+            if len(parts) == 7:
+                parts.append("-")
+            if len(parts) != 8:
                 continue
-            wl, tgt, rep, value, unit, cpu, rss = parts
+            wl, tgt, rep, value, unit, cpu, rss, disk = parts
             if wl not in order:
                 order.append(wl)
-            cells.setdefault(wl, {}).setdefault(tgt, Cell()).add(value, unit, cpu, rss)
+            cells.setdefault(wl, {}).setdefault(tgt, Cell()).add(value, unit, cpu, rss, disk)
     return cells, order
 
 
@@ -156,6 +188,23 @@ def goals(cells, meta):
     one("Sequential read ≥ 0.9× kernel (throughput)", "seqread-cold", 0.9, True)
     one("Cold find within 2× of the kernel (time)", "find-cold", 2.0, False)
     one("Warm find within 1.5× of the kernel (time)", "find-warm", 1.5, False)
+    one("Sequential write ≥ 0.9× kernel (throughput)", "seqwrite", 0.9, True)
+
+    r = ratio(cells, "randwrite-4k", "fuse-passthrough")
+    rows.append(("4 KiB random write ≥ the FUSE passthrough's IOPS",
+                 "not measured in this run" if r is None
+                 else f"ubtrfs ÷ fuse-passthrough = {r:.2f}×",
+                 "—" if r is None else ("met" if r >= 1 else "**not met**")))
+    for wl, what in [("create-empty", "create"), ("create-4k", "create 4 KiB files"),
+                     ("untar", "untar"), ("rm-tree", "rm -rf")]:
+        r = ratio(cells, wl, "fuse-passthrough")
+        if r is None:
+            continue
+        higher = WORKLOADS[wl][2]
+        speed = r if higher else 1 / r
+        rows.append((f"Metadata ({what}) ≥ 1.5× the FUSE passthrough",
+                     f"ubtrfs is {speed:.2f}× as fast as fuse-passthrough",
+                     "met" if speed >= 1.5 else "**not met**"))
     mem = sorted((wl for wl in cells if wl.startswith(MEMORY_PREFIX)),
                  key=lambda w: parse_size(w[len(MEMORY_PREFIX):]))
     if mem:
@@ -190,18 +239,20 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--raw", required=True)
     ap.add_argument("--meta", required=True)
-    ap.add_argument("--writes", required=True)
+    ap.add_argument("--fails", required=True)
+    ap.add_argument("--checks", required=True)
     ap.add_argument("--md", required=True)
     ap.add_argument("--csv", required=True)
     a = ap.parse_args()
 
     cells, order = load(a.raw)
     meta = load_meta(a.meta)
-    writes = [l.rstrip("\n").split("\t") for l in open(a.writes) if l.strip()]
+    fails = [l.rstrip("\n").split("\t") for l in open(a.fails) if l.strip()]
+    checks = [l.rstrip("\n").split("\t") for l in open(a.checks) if l.strip()]
 
     out = []
     w = out.append
-    w(f"# ubtrfs read-path benchmark, {meta.get('date', '?')}")
+    w(f"# ubtrfs benchmark, {meta.get('date', '?')}")
     w("")
     w(f"`bench/run` {meta.get('mode', '?')} run: {meta.get('reps', '?')} repetitions, "
       f"targets alternating within each repetition; pinned: {meta.get('pinned', '?')}; "
@@ -227,11 +278,10 @@ def main():
             f"{tb / (1 << 20):.0f} MiB (bench/lib/mktree.py, deterministic)")
     if "images" in meta:
         if "tree_files" in meta:
-            w(f"**Data**: {meta['images']}; {tree}, extracted into "
-              "a directory on the images' disk as the --rootdir source.")
+            w(f"**Data**: {meta['images']}; {tree} (the --rootdir source, extracted into "
+              "a directory on the images' disk, and the tarball of untar/rm-tree).")
         else:
-            w(f"**Data**: {meta['images']}; no tree either (mkfs of an empty image "
-              "needs none).")
+            w(f"**Data**: {meta['images']}.")
     else:
         w("**Data** (the same on every target, written once through kernel mounts): "
           "`data/seq-1g` (1 GiB), `data/rand-256m` (256 MiB), both pseudo-random; "
@@ -251,15 +301,23 @@ def main():
       "and the workload share one CPU; kernel threads (loop, btrfs workers) are not "
       "pinned. The offline-tool workloads (`get-cold`, `mkfs`, `mkfs-rootdir`) compare "
       "ubtrfs's tool with btrfs-progs' (`btrfs restore`, `mkfs.btrfs`), recorded in the "
-      "kernel-btrfs row as the btrfs reference; they run pinned like the rest.")
+      "kernel-btrfs row as the btrfs reference; they run pinned like the rest. "
+      "The write workloads run each repetition on a fresh 4 GiB image made for its target "
+      "(`ubtrfs mkfs` for ubtrfs, mkfs.btrfs for ubtrfs-kernelmkfs and kernel-btrfs, "
+      "mkfs.ext4 without lazy init for kernel-ext4 and the passthrough) mounted read-write "
+      "(ubtrfs: `mount -o rw`, experimental; bindfs with the same options minus ro); "
+      "each measured command ends by making its writes durable the target's own way "
+      "(syncfs of the kernel mount, of the ext4 below bindfs; for ubtrfs an fsync of "
+      "the mount's root directory, which commits the transaction).")
     if "images" in meta:
-        targets_md = ("**Targets.** Only the mkfs workloads ran: `ubtrfs mkfs` (row ubtrfs) "
-                      "against btrfs-progs' `mkfs.btrfs` (row kernel-btrfs, the btrfs "
-                      "reference), both pinned like the read workloads.")
+        if not any(wl in WRITE_WORKLOADS for wl in cells):
+            targets_md = ("**Targets.** Only the mkfs workloads ran: `ubtrfs mkfs` (row "
+                          "ubtrfs) against btrfs-progs' `mkfs.btrfs` (row kernel-btrfs, the "
+                          "btrfs reference), both pinned like the read workloads.")
     w(targets_md)
     w("")
     w("Ratios are ubtrfs's median divided by the other target's median, in the "
-      "workload's unit: for throughput (MiB/s, IOPS, entries/s) above 1 is better "
+      "workload's unit: for throughput (MiB/s, IOPS, entries/s, files/s) above 1 is better "
       "for ubtrfs, for times (s, ms) below 1 is better. ubtrfs reads file data through "
       "a read-only mapping of the image; image pages it has touched there and not yet "
       "released count in its peak RSS (VmHWM), although they are page cache, not the "
@@ -275,10 +333,21 @@ def main():
 
     w("## Figures")
     csv_rows = []
+    failed = {}
+    for f in fails:
+        if len(f) >= 2:
+            failed.setdefault(f[0], {}).setdefault(f[1], 0)
+            failed[f[0]][f[1]] += 1
+            if f[0] not in order:
+                order.append(f[0])
+                cells.setdefault(f[0], {})
     for wl in order:
         if wl.startswith((MEMORY_PREFIX, ANON_PREFIX)) or wl == "memory-mounted":
             continue
         title, what, higher = WORKLOADS.get(wl, (wl, "", True))
+        sizes = {k: meta.get(k, "?") for k in ("w_seq_mib", "w_rand_mib", "w_rand_io_mib",
+                                               "w_files")}
+        title, what = title.format(**sizes), what.format(**sizes)
         w("")
         w(f"### {wl}: {title}")
         w("")
@@ -287,8 +356,11 @@ def main():
         tool = TOOL_WORKLOADS.get(wl)
         cpu_label = "tool CPU s" if tool else "daemon CPU s"
         rss_label = "tool peak RSS MiB" if tool else "daemon peak RSS MiB"
-        w(f"| target | median | min–max | unit | ubtrfs ÷ target | {cpu_label} | {rss_label} |")
-        w("|---|---:|---:|---|---:|---:|---:|")
+        io_label = ("MiB written to the image" if wl in WRITE_WORKLOADS
+                    else "MiB read from the image")
+        w(f"| target | median | min–max | unit | ubtrfs ÷ target | {cpu_label} | {rss_label} "
+          f"| {io_label} |")
+        w("|---|---:|---:|---|---:|---:|---:|---:|")
         for tgt in TARGET_ORDER:
             c = cells[wl].get(tgt)
             if not c:
@@ -296,11 +368,12 @@ def main():
             r = ratio(cells, wl, tgt) if tgt != "ubtrfs" else None
             cpu = fmt(statistics.median(c.cpu)) if c.cpu else "—"
             rss = fmt(max(c.rss)) if c.rss else "—"
+            disk = fmt(statistics.median(c.disk)) if c.disk else "—"
             label = tgt
             if tool:
                 label = f"{tgt} ({tool[1] if tgt == 'kernel-btrfs' else tool[0]})"
             w(f"| {label} | {fmt(c.median)} | {fmt(min(c.values))}–{fmt(max(c.values))} "
-              f"| {c.unit} | {'—' if r is None else f'{r:.2f}×'} | {cpu} | {rss} |")
+              f"| {c.unit} | {'—' if r is None else f'{r:.2f}×'} | {cpu} | {rss} | {disk} |")
             csv_rows.append((wl, tgt, csvnum(c.median), csvnum(min(c.values)),
                              csvnum(max(c.values)), c.unit))
             if c.cpu:
@@ -309,6 +382,19 @@ def main():
             if c.rss:
                 csv_rows.append((wl + ".peak-rss", tgt, csvnum(statistics.median(c.rss)),
                                  csvnum(min(c.rss)), csvnum(max(c.rss)), "MiB"))
+            if c.disk:
+                csv_rows.append((wl + (".disk-written" if wl in WRITE_WORKLOADS
+                                       else ".disk-read"), tgt,
+                                 csvnum(statistics.median(c.disk)),
+                                 csvnum(min(c.disk)), csvnum(max(c.disk)), "MiB"))
+        for tgt in TARGET_ORDER:
+            n = failed.get(wl, {}).get(tgt)
+            if n and tgt not in cells[wl]:
+                w(f"| {tgt} | **failed** ({n} run{'s' if n > 1 else ''}) | — | — | — | — | — | — |")
+                csv_rows.append((wl, tgt, "failed", "", "", ""))
+            elif n:
+                w(f"| {tgt} (failed runs) | {n} more run{'s' if n > 1 else ''} failed, see "
+                  "below | | | | | | |")
 
     mem = sorted((wl for wl in order if wl.startswith(MEMORY_PREFIX)),
                  key=lambda s: parse_size(s[len(MEMORY_PREFIX):]))
@@ -351,18 +437,33 @@ def main():
                 csv_rows.append((ANON_PREFIX + size, "ubtrfs", csvnum(an.median),
                                  csvnum(min(an.values)), csvnum(max(an.values)), "MiB"))
 
-    w("")
-    w("### Write workloads")
-    w("")
-    w("Not run (and not faked) for any target: the benchmark mounts ubtrfs read-only; "
-      "its read-write mount (`-o rw`) is experimental and not benchmarked yet. (mkfs, "
-      "which writes an image offline, is measured above.)")
-    w("")
-    w("| workload | unit | what | ubtrfs |")
-    w("|---|---|---|---|")
-    for name, unit, what in writes:
-        w(f"| {name} | {unit} | {what} | n/a (not run) |")
-        csv_rows.append((name, "ubtrfs", "n/a", "n/a", "n/a", unit))
+    if any(wl in WRITE_WORKLOADS for wl in order) or fails or checks:
+        w("")
+        w("### Write workloads: failed runs and btrfs check")
+        w("")
+        if fails:
+            w("Failed runs (no figure recorded for them; the medians above are over the "
+              "runs that worked):")
+            w("")
+            w("| workload | target | repetition | what happened |")
+            w("|---|---|---:|---|")
+            for f in fails:
+                wl, tgt, rep, why = (f + ["", "", "", ""])[:4]
+                w(f"| {wl} | {tgt} | {rep} | {why.replace('|', '/')} |")
+        else:
+            w("Every write run finished and, at the first repetition, did what it says "
+              "(file sizes, entry counts).")
+        w("")
+        if checks:
+            w("`btrfs check --readonly` of the images the ubtrfs daemon wrote (first "
+              "repetition, after the unmount):")
+            w("")
+            w("| workload | target | result | detail |")
+            w("|---|---|---|---|")
+            for c in checks:
+                wl, tgt, res, detail = (c + ["", "", "", ""])[:4]
+                w(f"| {wl} | {tgt} | {'clean' if res == 'clean' else '**' + res + '**'} "
+                  f"| {detail.replace('|', '/')} |")
 
     w("")
     w("## Every repetition")

@@ -14,18 +14,25 @@
  * Zero copy: ubt_file_read_vec() answers uncompressed data that lies in a
  * mapped device (ubt_volume_map) with pointers into the mapping, verified in
  * place; everything else (holes, inline, compressed, unmappable or failing
- * copies) is produced in the caller's buffer as ubt_file_read() does.
+ * copies) is produced in the caller's buffer as ubt_file_read() does.  What
+ * the mapping reads from disk is steered per read (see "Reading through the
+ * mapping"): exactly the touched pages, or the kernel's read-ahead for
+ * sequential streams.
  */
 #include "fs.h"
 
 #include "base/base.h"
 #include "fs/compress.h"
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 /*
  * Fill csums[i] for each sector of [bytenr, bytenr + n * sectorsize) that
@@ -296,6 +303,88 @@ out:
 }
 
 /*
+ * Reading through the mapping.  A page fault on a mapped file makes the
+ * kernel read around the faulting page: a window of the file's read-ahead
+ * size (8 MiB on some disks), then, as the reader reaches the window's
+ * marks, the next windows asynchronously, in large folios.  That streams
+ * big sequential reads at full speed with little CPU, but a random 4 KiB
+ * read would cost a whole window from disk.  So only reads that continue a
+ * sequential stream are left to the kernel's read-ahead; every other read
+ * first asks for exactly the pages it will touch (MADV_WILLNEED: one disk
+ * read for the range), and its faults then find them cached, which starts
+ * no read-around.
+ *
+ * Streams are followed by logical address: a read starting within
+ * RA_SLACK of where a recent read ended (the daemon's threads may take the
+ * kernel's read-ahead requests slightly out of order) continues that
+ * stream; from its RA_HITS-th continuation on it is sequential.  Random
+ * reads almost never continue one stream RA_HITS times in a row.  The
+ * table is shared by every filesystem of the process (keyed by volume) and
+ * holds hints only: a stale or lost entry costs one read-around window or
+ * one exact prefetch too many.
+ */
+#define RA_STREAMS 8
+#define RA_SLACK (512u << 10)
+#define RA_HITS 3
+
+struct ra_stream {
+	const void *vol;	/* NULL: free slot */
+	uint64_t next;		/* logical end of the stream's latest read */
+	uint64_t stamp;		/* last use, for replacement */
+	unsigned hits;		/* reads that continued the stream */
+};
+
+static pthread_mutex_t ra_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct ra_stream ra_streams[RA_STREAMS];
+static uint64_t ra_clock;
+
+/* Note a read of logical [a, e) on vol: does it continue a sequential stream? */
+static bool ra_sequential(const void *vol, uint64_t a, uint64_t e)
+{
+	struct ra_stream *s = NULL, *victim = &ra_streams[0];
+	bool seq;
+
+	pthread_mutex_lock(&ra_lock);
+	ra_clock++;
+	for (size_t i = 0; i < RA_STREAMS; i++) {
+		struct ra_stream *c = &ra_streams[i];
+		if (c->vol == vol && a + RA_SLACK >= c->next && a <= c->next + RA_SLACK) {
+			s = c;
+			break;
+		}
+		if (!c->vol || (victim->vol && c->stamp < victim->stamp))
+			victim = c;
+	}
+	if (!s) {
+		*victim = (struct ra_stream){ vol, e, ra_clock, 0 };
+		pthread_mutex_unlock(&ra_lock);
+		return false;
+	}
+	s->stamp = ra_clock;
+	s->hits += s->hits < RA_HITS;
+	s->next = UBT_MAX(s->next, e);
+	seq = s->hits >= RA_HITS;
+	pthread_mutex_unlock(&ra_lock);
+	return seq;
+}
+
+/* Fetch the pages of mapped bytes [p, p + len) now, in one go (advice only). */
+static void prefetch_mapped(const uint8_t *p, size_t len)
+{
+	static _Atomic size_t page_size;
+	size_t pg = atomic_load_explicit(&page_size, memory_order_relaxed);
+
+	if (!pg) {
+		long v = sysconf(_SC_PAGESIZE);
+		pg = v > 0 ? (size_t)v : 4096;
+		atomic_store_explicit(&page_size, pg, memory_order_relaxed);
+	}
+	uintptr_t a = (uintptr_t)p & ~(uintptr_t)(pg - 1);
+	uintptr_t b = ((uintptr_t)p + len + pg - 1) & ~(uintptr_t)(pg - 1);
+	(void)posix_madvise((void *)a, (size_t)(b - a), POSIX_MADV_WILLNEED);
+}
+
+/*
  * The segment list of ubt_file_read_vec: file bytes [vec->from, cursor) are
  * described by iov[0..n); bytes from `cursor` on that are not mapped are
  * produced in buf and added as one segment when the next mapped piece (or
@@ -357,6 +446,8 @@ static uint64_t map_extent_part(struct ubt_fs *fs, bool verify, const struct ext
 			break;
 		size_t use = (size_t)UBT_MIN((uint64_t)n, want);
 		size_t span = (use + ss - 1) / ss * ss;		/* <= n */
+		if (!ra_sequential(fs->vol, disk, disk + span))
+			prefetch_mapped(p, span);
 		if (verify && verify_mapped(fs, disk, p, span) != 0)
 			break;
 		vec_flush_buf(v, done);
