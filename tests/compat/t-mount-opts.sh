@@ -461,9 +461,9 @@ ns_run() {
 	: >"$T/ns.pids"
 	timeout 300 unshare -m --propagation private -- bash -c "
 		set -uo pipefail
-		$(declare -f ns_fail ns_detach ns_holders ns_wait_mnt_daemon mi has_opt committed img_holders wait_gone "$1")
+		$(declare -f ns_fail oracle_ns_detach ns_holders ns_wait_mnt_daemon mi has_opt committed img_holders wait_gone "$1")
 		T='$T' UBTRFS='$UBTRFS' HELPER='$HELPER'
-		ns_detach
+		oracle_ns_detach
 		$*" >"$T/$name.ns.log" 2>&1 || rc=$?
 	while IFS= read -r line; do
 		[[ $line == FAIL:* ]] && ro_fail "$name: ${line#FAIL: }"
@@ -482,22 +482,6 @@ ns_run() {
 
 ns_fail() {
 	printf 'FAIL: %s\n' "$*"
-}
-
-# ns_detach: drop this namespace's copies of the FUSE and btrfs mounts and
-# of everything below the temp directory (ours and concurrent tests'), so
-# that this namespace does not keep them alive after their owners unmount.
-ns_detach() {
-	local tmp mp
-	tmp=$(realpath "${TMPDIR:-/tmp}")
-	awk -v tmp="$tmp/" '{
-		for (i = 7; $i != "-"; i++) ;
-		t = $(i + 1)
-		if ($5 != "/" && (t ~ /^fuse/ || t == "btrfs" || index($5, tmp) == 1))
-			print length($5) "\t" $5
-	}' /proc/self/mountinfo | sort -rn | cut -f2- | while IFS= read -r mp; do
-		umount -l -- "$(printf '%b' "$mp")" 2>/dev/null || true
-	done
 }
 
 # ns_holders IMG: record and print the daemon holding IMG.
