@@ -254,9 +254,13 @@ UBTRFS_API const char *ubtrfs_feature_name(enum ubtrfs_feature_class cls, unsign
  *
  * One writer at a time: each call below holds the handle's lock exclusively
  * and every read call holds it shared, so readers never see half an
- * operation.  The first change starts a transaction; it reaches the disk
- * with ubtrfs_commit() (or ubtrfs_close(), or automatically after 1000
- * operations).  Until then a crash loses it and the last commit stays
+ * operation (a commit lets readers in while it writes and flushes).  The
+ * first change starts a transaction; it reaches the disk with
+ * ubtrfs_commit() (or ubtrfs_close(), or automatically when it grows large:
+ * a quarter of the block cache dirty, its commit reserve at half the free
+ * metadata space, or 100,000 operations).  An operation that meets ENOSPC
+ * while the transaction holds freed (pinned) space commits and tries once
+ * more.  Until then a crash loses it and the last commit stays
  * intact.  When an operation or a commit fails in a way that aborts the
  * transaction, its changes are dropped and every later write returns
  * -EROFS.  On a read-only handle every call here returns -EROFS.

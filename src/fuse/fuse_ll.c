@@ -29,6 +29,7 @@
 #define FUSE_USE_VERSION 312
 #include "ubtrfs_fuse.h"
 #include "fuse_acl.h"
+#include "fuse_killpriv.h"
 
 #include <errno.h>
 #include <fuse_lowlevel.h>
@@ -294,6 +295,66 @@ static void op_readlink(fuse_req_t req, fuse_ino_t node)
  * the requests of a warm `find`.  Writes never get this far: the mount is
  * "ro", so the VFS refuses them with EROFS.
  */
+/* ---- setuid/setgid clearing (killpriv.c has the rules) ---------------- */
+
+/* Is the caller in group gid (its own or a supplementary one)? */
+static bool caller_in_group(fuse_req_t req, uint32_t gid)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	gid_t small[64], *groups = small;
+	bool in = ctx->gid == gid;
+
+	if (in)
+		return true;
+	int n = fuse_req_getgroups(req, 64, groups);
+	if (n > 64) {
+		groups = malloc((size_t)n * sizeof(*groups));
+		if (!groups)
+			return false;
+		n = fuse_req_getgroups(req, n, groups);
+	}
+	for (int i = 0; i < n && !in; i++)
+		in = groups[i] == gid;
+	if (groups != small)
+		free(groups);
+	return in;
+}
+
+/* The mode st's file keeps after op by the request's caller.  Requests the
+ * kernel makes on its own (pid 0: page writeback of a shared mapping) clear
+ * nothing, as a write fault on ext4 does not. */
+static uint32_t killpriv_mode(fuse_req_t req, const struct ubtrfs_stat *st,
+			      enum ubtrfs_killpriv_op op)
+{
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+
+	if (!S_ISREG(st->mode) || !(st->mode & (S_ISUID | S_ISGID)) || ctx->pid <= 0)
+		return st->mode;
+	bool cap = ubtrfs_pid_capable(ctx->pid, UBTRFS_CAP_FSETID);
+	bool in = cap || caller_in_group(req, st->gid);
+	return ubtrfs_killpriv_mode(st->mode, op, cap, in);
+}
+
+/* Before a write, O_TRUNC, fallocate or copy into id: clear what the
+ * caller's write clears.  0 or -errno. */
+static int killpriv_write(fuse_req_t req, ubtrfs_ino id)
+{
+	struct fuse_state *s = state(req);
+	struct ubtrfs_stat st;
+	int ret = ubtrfs_stat(s->fs, id, &st);
+
+	if (ret)
+		return ret;
+	uint32_t mode = killpriv_mode(req, &st, UBTRFS_KILLPRIV_WRITE);
+	if (mode == st.mode)
+		return 0;
+	struct ubtrfs_setattr a;
+	memset(&a, 0, sizeof(a));
+	a.valid = UBTRFS_SET_MODE;
+	a.mode = mode & 07777;
+	return ubtrfs_setattr(s->fs, id, &a, NULL);
+}
+
 static void op_open(fuse_req_t req, fuse_ino_t node, struct fuse_file_info *fi)
 {
 	(void)node;
@@ -312,7 +373,10 @@ static void op_open(fuse_req_t req, fuse_ino_t node, struct fuse_file_info *fi)
 		memset(&a, 0, sizeof(a));
 		a.valid = UBTRFS_SET_SIZE | UBTRFS_SET_MTIME | UBTRFS_SET_MTIME_NOW;
 		from_node(s, node, &id);
-		int ret = ubtrfs_setattr(s->fs, id, &a, NULL);
+		/* The kernel leaves setuid/setgid to us here (ATOMIC_O_TRUNC). */
+		int ret = killpriv_write(req, id);
+		if (!ret)
+			ret = ubtrfs_setattr(s->fs, id, &a, NULL);
 		if (ret) {
 			fuse_reply_err(req, -ret);
 			return;
@@ -854,6 +918,40 @@ static void op_setattr(fuse_req_t req, fuse_ino_t node, struct stat *attr, int t
 		a.valid |= UBTRFS_SET_MODE;
 		a.mode = attr->st_mode & 07777;
 	}
+	/*
+	 * A truncate or a chown: the bits the VFS rule clears, on top of any
+	 * mode the kernel sent.  An empty SETATTR is chown(-1, -1), or the
+	 * kernel clearing bits its own rule then found nothing to clear in
+	 * (before a WRITE, which clears them itself, or for security.capability
+	 * only): there only the group rule, and only for the owner (or
+	 * CAP_FOWNER) - for anyone else chown(-1, -1) would be EPERM on ext4,
+	 * which cannot be told apart here from a write's request.
+	 */
+	const int attrs = FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID |
+			  FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME |
+			  FUSE_SET_ATTR_ATIME_NOW | FUSE_SET_ATTR_MTIME_NOW | FUSE_SET_ATTR_CTIME;
+	bool empty = !(to_set & attrs);
+	if (to_set & (FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID) || empty) {
+		int r = ubtrfs_stat(s->fs, id, &st);
+		if (r) {
+			fuse_reply_err(req, -r);
+			return;
+		}
+		const struct fuse_ctx *ctx = fuse_req_ctx(req);
+		enum ubtrfs_killpriv_op op = to_set & FUSE_SET_ATTR_SIZE ? UBTRFS_KILLPRIV_WRITE :
+					     empty ? UBTRFS_KILLPRIV_SGID_ONLY :
+						     UBTRFS_KILLPRIV_CHOWN;
+		uint32_t keep = st.mode;
+		if (!empty || ctx->uid == st.uid || (st.mode & S_ISGID &&
+						     ubtrfs_pid_capable(ctx->pid, UBTRFS_CAP_FOWNER)))
+			keep = killpriv_mode(req, &st, op);
+		if (keep != st.mode) {
+			if (!(a.valid & UBTRFS_SET_MODE))
+				a.mode = st.mode & 07777;
+			a.valid |= UBTRFS_SET_MODE;
+			a.mode &= ~(uint32_t)(st.mode & ~keep);
+		}
+	}
 	if (to_set & FUSE_SET_ATTR_UID) {
 		a.valid |= UBTRFS_SET_UID;
 		a.uid = attr->st_uid;
@@ -910,6 +1008,11 @@ static void op_write(fuse_req_t req, fuse_ino_t node, const char *buf, size_t si
 	(void)fi;
 
 	from_node(s, node, &id);
+	int ret = size ? killpriv_write(req, id) : 0;
+	if (ret) {
+		fuse_reply_err(req, -ret);
+		return;
+	}
 	ssize_t n = ubtrfs_write(s->fs, id, buf, size, (uint64_t)off);
 	if (n < 0)
 		fuse_reply_err(req, (int)-n);
@@ -1050,7 +1153,10 @@ static void op_fallocate(fuse_req_t req, fuse_ino_t node, int mode, off_t off, o
 		return;
 	}
 	from_node(s, node, &id);
-	fuse_reply_err(req, -ubtrfs_fallocate(s->fs, id, mode, (uint64_t)off, (uint64_t)len));
+	int ret = killpriv_write(req, id);
+	if (!ret)
+		ret = ubtrfs_fallocate(s->fs, id, mode, (uint64_t)off, (uint64_t)len);
+	fuse_reply_err(req, -ret);
 }
 
 static void op_copy_file_range(fuse_req_t req, fuse_ino_t in, off_t off_in,
@@ -1068,6 +1174,11 @@ static void op_copy_file_range(fuse_req_t req, fuse_ino_t in, off_t off_in,
 	}
 	from_node(s, in, &src);
 	from_node(s, out, &dst);
+	int ret = len ? killpriv_write(req, dst) : 0;
+	if (ret) {
+		fuse_reply_err(req, -ret);
+		return;
+	}
 	ssize_t n = ubtrfs_copy_range(s->fs, src, (uint64_t)off_in, dst, (uint64_t)off_out, len);
 	if (n < 0)
 		fuse_reply_err(req, (int)-n);

@@ -166,8 +166,14 @@ int ubtrfs_open_cache(const char *const *devices, size_t ndev, unsigned flags,
 		free(f);
 		return -ENOMEM;
 	}
+	if (pthread_mutex_init(&f->wlock, NULL)) {
+		pthread_rwlock_destroy(&f->lock);
+		free(f);
+		return -ENOMEM;
+	}
 	ret = ubt_fs_open(devices, ndev, &opts, &f->fs);
 	if (ret) {
+		pthread_mutex_destroy(&f->wlock);
 		pthread_rwlock_destroy(&f->lock);
 		free(f);
 		return ret;
@@ -198,6 +204,7 @@ void ubtrfs_close(ubtrfs_fs *f)
 		return;
 	ubt_api_write_close(f);	/* commits what a writable handle still holds */
 	ubt_fs_close(f->fs);
+	pthread_mutex_destroy(&f->wlock);
 	pthread_rwlock_destroy(&f->lock);
 	free(f);
 }

@@ -18,11 +18,16 @@ struct ubtrfs_fs {
 	struct ubt_fs *fs;
 	bool readonly;
 	/*
-	 * One writer at a time: every read call holds `lock` shared, every
-	 * write call exclusive, so readers never see half an operation.
-	 * (glibc's default rwlock prefers readers, so a read call may nest
-	 * another read call.)
+	 * One writer at a time: every read call holds `lock` shared; every
+	 * write call holds `wlock`, then `lock` exclusively, so readers never
+	 * see half an operation.  A commit keeps `wlock` but lets go of `lock`
+	 * while its blocks and superblocks go to the devices (the state being
+	 * written is the state readers see, and no writer changes it), so
+	 * reads go on during the device writes and flushes.  Order: wlock,
+	 * then lock.  (glibc's default rwlock prefers readers, so a read call
+	 * may nest another read call.)
 	 */
+	pthread_mutex_t wlock;
 	pthread_rwlock_t lock;
 	/* Writable handles (api_write.c): namespace state and the running
 	 * transaction, started by the first write, ended by ubtrfs_commit. */
@@ -37,13 +42,20 @@ static inline void ubt_api_rdlock(ubtrfs_fs *f)
 {
 	pthread_rwlock_rdlock(&f->lock);
 }
-static inline void ubt_api_wrlock(ubtrfs_fs *f)
-{
-	pthread_rwlock_wrlock(&f->lock);
-}
 static inline void ubt_api_unlock(ubtrfs_fs *f)
 {
 	pthread_rwlock_unlock(&f->lock);
+}
+/* Writers: both locks (api_write.c). */
+static inline void ubt_api_wrlock(ubtrfs_fs *f)
+{
+	pthread_mutex_lock(&f->wlock);
+	pthread_rwlock_wrlock(&f->lock);
+}
+static inline void ubt_api_wrunlock(ubtrfs_fs *f)
+{
+	pthread_rwlock_unlock(&f->lock);
+	pthread_mutex_unlock(&f->wlock);
 }
 
 /* Unlocked versions for callers that hold the lock (api_fs.c). */

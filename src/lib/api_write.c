@@ -22,8 +22,22 @@
 #include <sys/stat.h>
 #include <time.h>
 
-/* Commit by itself after this many operations in one transaction. */
-#define AUTO_COMMIT_OPS 1000
+/*
+ * When a transaction commits by itself (besides fsync, the caller's timer
+ * and close): its dirty blocks stay in memory until the commit, and the
+ * space reserved for the commit grows with them, so it commits when its
+ * dirty blocks reach a quarter of the block cache (at least
+ * AUTO_COMMIT_MIN_DIRTY), when what its commit would need passes half the
+ * free metadata space, or after AUTO_COMMIT_OPS operations.  Few large
+ * commits write far less than many small ones: every commit rewrites the
+ * paths to everything it changed, the extent, free-space and root trees'
+ * included.
+ */
+#define AUTO_COMMIT_OPS 100000
+#define AUTO_COMMIT_MIN_DIRTY (8ull << 20)
+
+/* op_end_retry: the operation met ENOSPC, a commit made room, try again. */
+#define OP_RETRY 1
 
 /* One operation: the handle locked exclusively, a transaction running. */
 struct op {
@@ -296,14 +310,22 @@ int ubt_api_write_init(ubtrfs_fs *f)
 	return ret;
 }
 
+/* With both locks held (ubt_api_wrlock); `lock` is let go while the
+ * blocks are written, so that readers run meanwhile. */
 static int commit_locked(ubtrfs_fs *f)
 {
 	if (!f->trans)
 		return f->fs->wr && f->fs->wr->aborted ? -EROFS : 0;
-	int ret = ubt_trans_commit(f->trans);
+	struct ubt_trans *t = f->trans;
 	f->trans = NULL;	/* committed, or aborted and gone */
 	f->nops = 0;
-	return ret;
+	int ret = ubt_trans_commit_prepare(t);
+	if (ret)
+		return ret > 0 ? 0 : ret;
+	pthread_rwlock_unlock(&f->lock);
+	ret = ubt_trans_commit_write(t);
+	pthread_rwlock_wrlock(&f->lock);
+	return ubt_trans_commit_finish(t, ret);
 }
 
 /* At close: every orphan still "in use" has no user left. */
@@ -342,7 +364,7 @@ void ubt_api_write_close(ubtrfs_fs *f)
 	f->ns = NULL;
 	ubt_wfs_destroy(f->fs);
 	f->fs->wr = NULL;
-	ubt_api_unlock(f);
+	ubt_api_wrunlock(f);
 }
 
 int ubtrfs_commit(ubtrfs_fs *f)
@@ -351,7 +373,7 @@ int ubtrfs_commit(ubtrfs_fs *f)
 		return -EROFS;
 	ubt_api_wrlock(f);
 	int ret = commit_locked(f);
-	ubt_api_unlock(f);
+	ubt_api_wrunlock(f);
 	return ret;
 }
 
@@ -368,14 +390,14 @@ static int op_begin(ubtrfs_fs *f, struct op *op)
 	ubt_api_wrlock(f);
 	if (!f->fs->wr || f->fs->wr->aborted) {
 		f->trans = NULL;
-		ubt_api_unlock(f);
+		ubt_api_wrunlock(f);
 		return -EROFS;
 	}
 	if (!f->trans) {
 		int ret = ubt_trans_start(f->fs, &f->trans);
 		if (ret) {
 			f->trans = NULL;
-			ubt_api_unlock(f);
+			ubt_api_wrunlock(f);
 			return ret;
 		}
 		f->nops = 0;
@@ -391,6 +413,22 @@ static int op_begin(ubtrfs_fs *f, struct op *op)
 	return 0;
 }
 
+static bool commit_due(ubtrfs_fs *f)
+{
+	const struct ubt_trans *t = f->trans;
+	uint64_t ns = f->fs->nodesize;
+	uint64_t dirty_max = UBT_MAX(f->fs->tree.max_bytes / 4, AUTO_COMMIT_MIN_DIRTY);
+
+	if (!t)
+		return false;
+	if (f->nops >= AUTO_COMMIT_OPS || (uint64_t)t->ndirty * ns >= dirty_max)
+		return true;
+	/* The commit's reserve (ubt_reserve_metadata): about 2 blocks per
+	 * dirty block and one per queued reference change. */
+	uint64_t need = (3 * (uint64_t)t->ndirty + (uint64_t)t->nrefs) * ns;
+	return need > ubt_meta_free_bytes(f->fs->wr, false) / 2;
+}
+
 static int op_end(struct op *op, int ret)
 {
 	ubtrfs_fs *f = op->f;
@@ -399,13 +437,32 @@ static int op_end(struct op *op, int ret)
 		f->trans = NULL;	/* the engine aborted (and freed) it */
 		if (ret == 0)
 			ret = -EROFS;
-	} else if (++f->nops >= AUTO_COMMIT_OPS) {
+	} else if (++f->nops, commit_due(f)) {
 		int c = commit_locked(f);
 		if (c && ret == 0)
 			ret = c;
 	}
-	ubt_api_unlock(f);
+	ubt_api_wrunlock(f);
 	return ret;
+}
+
+/*
+ * op_end for operations that may simply be tried again: ENOSPC from an
+ * operation leaves everything as it was (the engine reserves up front), but
+ * may come from space the running transaction freed (pinned until its
+ * commit) or from the reserve its own size needs: commit, and return
+ * OP_RETRY once (*pass counts) for the caller to begin the operation again.
+ */
+static int op_end_retry(struct op *op, int ret, int *pass)
+{
+	ubtrfs_fs *f = op->f;
+
+	if (ret != -ENOSPC || (*pass)++ > 0 || f->fs->wr->aborted || !f->trans ||
+	    (f->trans->ndirty == 0 && f->trans->nrefs == 0))
+		return op_end(op, ret);
+	int c = commit_locked(f);
+	ubt_api_wrunlock(f);
+	return c ? c : OP_RETRY;
 }
 
 /* Attributes after a successful operation (out may be NULL). */
@@ -447,14 +504,19 @@ static int new_inode(ubtrfs_fs *f, ubtrfs_ino dir, const char *name,
 		     const struct ubt_ns_new_inode *a, struct ubtrfs_stat *out)
 {
 	struct op op;
-	uint64_t ino = 0;
-	int ret = op_begin(f, &op);
+	int ret, pass = 0;
 
-	if (ret)
-		return ret;
-	ret = ubt_ns_create(f->ns, op.t, dir.subvol, dir.ino, name, strlen(name), a, op.now, &ino);
-	ret = op_stat(&op, ret, dir.subvol, ino, out);
-	return op_end(&op, ret);
+	do {
+		uint64_t ino = 0;
+		ret = op_begin(f, &op);
+		if (ret)
+			return ret;
+		ret = ubt_ns_create(f->ns, op.t, dir.subvol, dir.ino, name, strlen(name), a,
+				    op.now, &ino);
+		ret = op_stat(&op, ret, dir.subvol, ino, out);
+		ret = op_end_retry(&op, ret, &pass);
+	} while (ret == OP_RETRY);
+	return ret;
 }
 
 int ubtrfs_mknod(ubtrfs_fs *f, ubtrfs_ino dir, const char *name, uint32_t mode, uint32_t uid,
@@ -661,14 +723,18 @@ ssize_t ubtrfs_write(ubtrfs_fs *f, ubtrfs_ino id, const void *buf, size_t len, u
 	struct op op;
 	int ret;
 
+	int pass = 0;
+
 	if (len > SSIZE_MAX)
 		return -EINVAL;
-	ret = op_begin(f, &op);
-	if (ret)
-		return ret;
-	if (len)
-		ret = ubt_file_write(op.t, id.subvol, id.ino, off, buf, len, &op.bnow);
-	ret = op_end(&op, ret);
+	do {
+		ret = op_begin(f, &op);
+		if (ret)
+			return ret;
+		if (len)
+			ret = ubt_file_write(op.t, id.subvol, id.ino, off, buf, len, &op.bnow);
+		ret = op_end_retry(&op, ret, &pass);
+	} while (ret == OP_RETRY);
 	return ret ? ret : (ssize_t)len;
 }
 
@@ -676,12 +742,17 @@ int ubtrfs_setxattr(ubtrfs_fs *f, ubtrfs_ino id, const char *name, const void *v
 		    size_t size, int flags)
 {
 	struct op op;
-	int ret = op_begin(f, &op);
+	int ret, pass = 0;
 
-	if (ret)
-		return ret;
-	ret = ubt_ns_setxattr(f->ns, op.t, id.subvol, id.ino, name, value, size, flags, op.now);
-	return op_end(&op, ret);
+	do {
+		ret = op_begin(f, &op);
+		if (ret)
+			return ret;
+		ret = ubt_ns_setxattr(f->ns, op.t, id.subvol, id.ino, name, value, size, flags,
+				      op.now);
+		ret = op_end_retry(&op, ret, &pass);
+	} while (ret == OP_RETRY);
+	return ret;
 }
 
 int ubtrfs_removexattr(ubtrfs_fs *f, ubtrfs_ino id, const char *name)
@@ -698,12 +769,16 @@ int ubtrfs_removexattr(ubtrfs_fs *f, ubtrfs_ino id, const char *name)
 int ubtrfs_fallocate(ubtrfs_fs *f, ubtrfs_ino id, int mode, uint64_t off, uint64_t len)
 {
 	struct op op;
-	int ret = op_begin(f, &op);
+	int ret, pass = 0;
 
-	if (ret)
-		return ret;
-	ret = ubt_file_fallocate(op.t, id.subvol, id.ino, mode, off, len, &op.bnow);
-	return op_end(&op, ret);
+	do {
+		ret = op_begin(f, &op);
+		if (ret)
+			return ret;
+		ret = ubt_file_fallocate(op.t, id.subvol, id.ino, mode, off, len, &op.bnow);
+		ret = op_end_retry(&op, ret, &pass);
+	} while (ret == OP_RETRY);
+	return ret;
 }
 
 /* Read file bytes with the lock held. */

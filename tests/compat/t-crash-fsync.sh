@@ -57,6 +57,8 @@ fi
 # Our namespace must not hold concurrent tests' mounts alive.
 [[ -n ${_T_CRASH_FSYNC_NS:-} ]] && oracle_ns_detach
 oracle_init
+# shellcheck source=read-oracle-common.sh
+. "$UBTRFS_SOURCE_ROOT/tests/compat/read-oracle-common.sh"
 
 T=$ORACLE_TMP
 WL=$UBTRFS_SOURCE_ROOT/tests/tools/crash_workload.py
@@ -80,63 +82,27 @@ fail() {
 }
 
 show() {
-	[[ -s $1 ]] || return 0
-	head -n "${2:-20}" -- "$1" | sed 's/^/    /'
+	ro_show "$@"
 }
 
-# fuse_up MNT DAEMONLOG WLOG IMG: `ubtrfs mount -f -o rw IMG MNT` in the
-# background with UBTRFS_WRITE_LOG=WLOG (registered with the harness before
-# it runs, through a FIFO gate); waits for the mount.  Sets FUSE_PID.
+# fuse_up MNT DAEMONLOG WLOG IMG: ro_fuse_up with UBTRFS_WRITE_LOG=WLOG.
+# Sets FUSE_PID.
 fuse_up() {
-	local mnt=$1 log=$2 wlog=$3 img=$4 gate i
-	mkdir -p -- "$mnt"
-	gate=$T/.gate.$RANDOM$RANDOM
-	mkfifo -- "$gate"
-	(
-		read -r _ <"$gate"
-		export UBTRFS_WRITE_LOG=$wlog
-		exec "$UBTRFS" mount -f -o rw "$img" "$mnt"
-	) >"$log" 2>&1 &
-	FUSE_PID=$!
-	oracle_register_pid "$FUSE_PID"
-	oracle_register_mount "$mnt"
-	echo go >"$gate"
-	rm -f -- "$gate"
-	for ((i = 0; i < 300; i++)); do
-		oracle_is_mounted "$mnt" && return 0
-		kill -0 "$FUSE_PID" 2>/dev/null || break
-		sleep 0.1
-	done
-	return 1
+	local rc=0
+	UBTRFS_WRITE_LOG=$3 ro_fuse_up "$1" "$2" rw "$4" || rc=$?
+	FUSE_PID=$RO_FUSE_PID
+	return $rc
 }
 
-# fuse_down MNT DAEMONLOG: fusermount3 -u; the daemon must exit 0 within
-# 20 s without a sanitizer report.
+# fuse_down MNT DAEMONLOG: ro_fuse_down (the daemon must exit 0 within 20 s
+# without a sanitizer report); its failures count here, and return 1.
 fuse_down() {
-	local mnt=$1 log=$2 i rc=0
-	if oracle_is_mounted "$mnt"; then
-		fusermount3 -u -- "$mnt" || { fail "fusermount3 -u $mnt failed"; return 1; }
-	fi
-	for ((i = 0; i < 200; i++)); do
-		kill -0 "$FUSE_PID" 2>/dev/null || break
-		sleep 0.1
-	done
-	if kill -0 "$FUSE_PID" 2>/dev/null; then
-		fail "ubtrfs mount still runs 20 s after the unmount"
-		return 1	# the harness kills it
-	fi
-	wait "$FUSE_PID" || rc=$?
-	if ((rc != 0)); then
-		fail "ubtrfs mount exited $rc"
-		show "$log"
-		return 1
-	fi
-	if grep -qE 'AddressSanitizer|LeakSanitizer|runtime error:' "$log"; then
-		fail "sanitizer report from ubtrfs mount"
-		show "$log" 40
-		return 1
-	fi
-	rmdir -- "$mnt" 2>/dev/null || true
+	local f0=$RO_FAILS
+	ro_fuse_down "ubtrfs mount" "$1" "$2"
+	((RO_FAILS == f0)) && return 0
+	FAILS=$((FAILS + RO_FAILS - f0))
+	RO_FAILS=$f0
+	return 1
 }
 
 # unloop DEV IMG: detach the loop device DEV backed by IMG: losetup -d

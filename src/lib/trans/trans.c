@@ -13,6 +13,13 @@
  * Until step 4 reaches a disk, the previous generation is what every
  * superblock points to, and none of its blocks was overwritten (the space
  * freed in this transaction stays pinned until after step 4).
+ *
+ * The caller may let readers run during steps 2-4 (ubt_trans_commit_write):
+ * they change nothing a reader looks at (the checksum written into a dirty
+ * block's header is not read back from memory), and the in-memory state a
+ * reader sees is already the one being written.  What readers do see
+ * change (the superblock copy, the checker's generation, pinned space
+ * returning) happens in ubt_trans_commit_finish.
  */
 #include "trans/trans.h"
 
@@ -22,6 +29,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <stdio.h>
+#include <time.h>
 
 /* ---- writer state ----------------------------------------------------- */
 
@@ -518,7 +526,7 @@ static int write_supers(struct ubt_trans *t)
 			return ret;
 	}
 	btrfs_set_super_bytenr(&sb, btrfs_sb_offset(0));
-	vol->super = sb;
+	t->new_super = sb;	/* vol->super changes in ubt_trans_commit_finish */
 	return 0;
 }
 
@@ -535,7 +543,7 @@ static void trans_free(struct ubt_trans *t)
 	free(t);
 }
 
-int ubt_trans_commit(struct ubt_trans *t)
+int ubt_trans_commit_prepare(struct ubt_trans *t)
 {
 	struct ubt_wfs *w = t->w;
 	int ret;
@@ -549,7 +557,7 @@ int ubt_trans_commit(struct ubt_trans *t)
 		 * the root tree's root, whose generation readers check against
 		 * the superblock's). */
 		trans_free(t);
-		return 0;
+		return 1;
 	}
 	t->committing = true;
 	uint64_t dbg_free = ubt_meta_free_bytes(w, false);
@@ -559,14 +567,40 @@ int ubt_trans_commit(struct ubt_trans *t)
 		fprintf(stderr, "commit %llu: free %llu -> %llu, dirty %zu -> %zu (%d)\n",
 			(unsigned long long)t->transid, (unsigned long long)dbg_free,
 			(unsigned long long)ubt_meta_free_bytes(w, false), dbg_dirty, t->ndirty, ret);
-	if (!ret)
-		ret = write_dirty(t);
-	if (!ret)
-		ret = write_supers(t);
 	if (ret) {
 		ubt_trans_abort(t, ret);
 		return ret;
 	}
+	return 0;
+}
+
+int ubt_trans_commit_write(struct ubt_trans *t)
+{
+	/* Test hook (t-concurrency): a slow device, to show that readers
+	 * are not held up by a commit. */
+	const char *delay = getenv("UBTRFS_DEBUG_COMMIT_DELAY_MS");
+	if (delay) {
+		long ms = strtol(delay, NULL, 10);
+		if (ms > 0 && ms < 60000) {
+			struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+			nanosleep(&ts, NULL);
+		}
+	}
+	int ret = write_dirty(t);
+	if (!ret)
+		ret = write_supers(t);
+	return ret;
+}
+
+int ubt_trans_commit_finish(struct ubt_trans *t, int ret)
+{
+	struct ubt_wfs *w = t->w;
+
+	if (ret) {
+		ubt_trans_abort(t, ret);
+		return ret;
+	}
+	w->fs->vol->super = t->new_super;
 	w->last_committed = t->transid;
 	w->backup_index = (w->backup_index + 1) % BTRFS_NUM_BACKUP_ROOTS;
 	w->fs->tree.check.super_generation = t->transid;
@@ -576,6 +610,14 @@ int ubt_trans_commit(struct ubt_trans *t)
 		w->roots[i]->dirty = false;
 	trans_free(t);
 	return 0;
+}
+
+int ubt_trans_commit(struct ubt_trans *t)
+{
+	int ret = ubt_trans_commit_prepare(t);
+	if (ret)
+		return ret > 0 ? 0 : ret;
+	return ubt_trans_commit_finish(t, ubt_trans_commit_write(t));
 }
 
 void ubt_trans_abort(struct ubt_trans *t, int err)

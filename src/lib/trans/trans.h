@@ -127,6 +127,7 @@ struct ubt_trans {
 	struct ubt_dref *refs;
 	size_t nrefs, refs_cap;
 	bool committing;		/* commit work uses every reserve */
+	struct btrfs_super_block new_super;	/* written by the commit */
 	bool allocating_chunk;		/* inside ubt_alloc_chunk */
 };
 
@@ -140,6 +141,19 @@ int ubt_trans_start(struct ubt_fs *fs, struct ubt_trans **out);
 /* Commit: on success the transaction is gone and on disk.  On failure it
  * is aborted (and gone); the filesystem is read-only. */
 int ubt_trans_commit(struct ubt_trans *t);
+/*
+ * The same in three steps, for callers that let readers run while the
+ * blocks and superblocks go to the devices (no other writer may run):
+ *   prepare (exclusive): settle every tree.  0: go on; 1: nothing to
+ *     commit, the transaction is gone; < 0: aborted and gone.
+ *   write (shared with readers): every dirty block, flush, superblocks,
+ *     flush.  Changes nothing readers look at; never aborts.
+ *   finish (exclusive) with write's result: publish the new generation,
+ *     or abort.  The transaction is gone either way.
+ */
+int ubt_trans_commit_prepare(struct ubt_trans *t);
+int ubt_trans_commit_write(struct ubt_trans *t);
+int ubt_trans_commit_finish(struct ubt_trans *t, int ret);
 /* Abort: drop every change; the filesystem turns read-only. */
 void ubt_trans_abort(struct ubt_trans *t, int err);
 

@@ -1,0 +1,69 @@
+/*
+ * fuse: Linux's rules for clearing setuid/setgid on write, truncate and
+ * chown, where the FUSE kernel module leaves them to the daemon.
+ *
+ * Without FUSE_HANDLE_KILLPRIV_V2 (libfuse 3.14 cannot ask for it) the
+ * kernel clears the bits itself before a WRITE or a truncate, but with its
+ * own older rule (setgid only together with group-execute), and not at all
+ * for an O_TRUNC open under ATOMIC_O_TRUNC.  The VFS rule (what ext4 and a
+ * kernel btrfs mount do):
+ *   - a write or truncate by a caller without CAP_FSETID clears S_ISUID,
+ *     and S_ISGID when the file has S_IXGRP;
+ *   - a write, truncate or chown clears S_ISGID of a file without S_IXGRP
+ *     when the caller is neither in the file's group nor has CAP_FSETID;
+ *   - a chown clears S_ISUID, and S_ISGID with S_IXGRP, whoever asks;
+ *   - directories keep both bits.
+ * (security.capability is removed by the kernel itself: it sends a
+ * REMOVEXATTR.)
+ */
+#include "fuse_killpriv.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+bool ubtrfs_pid_capable(int pid, int cap_bit)
+{
+	char path[64], line[256];
+	bool cap = false;
+
+	if (pid <= 0)
+		return false;
+	snprintf(path, sizeof(path), "/proc/%d/status", pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return false;	/* gone: the safe answer clears the bits */
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long v;
+		if (sscanf(line, "CapEff: %llx", &v) == 1) {
+			cap = (v >> cap_bit) & 1;
+			break;
+		}
+	}
+	fclose(f);
+	return cap;
+}
+
+uint32_t ubtrfs_killpriv_mode(uint32_t mode, enum ubtrfs_killpriv_op op, bool capable,
+			      bool in_group)
+{
+	if (!S_ISREG(mode) || !(mode & (S_ISUID | S_ISGID)))
+		return mode;
+	uint32_t out = mode;
+	bool gexec = mode & S_IXGRP;
+
+	if (op == UBTRFS_KILLPRIV_SGID_ONLY) {
+		/* nothing but the group rule below */
+	} else if (op == UBTRFS_KILLPRIV_CHOWN) {
+		out &= ~(uint32_t)S_ISUID;
+		if (gexec)
+			out &= ~(uint32_t)S_ISGID;
+	} else if (!capable) {
+		out &= ~(uint32_t)S_ISUID;
+		if (gexec)
+			out &= ~(uint32_t)S_ISGID;
+	}
+	if (!gexec && !capable && !in_group)
+		out &= ~(uint32_t)S_ISGID;
+	return out;
+}
