@@ -11,6 +11,8 @@
  * same), an item spanning it is split in two (its data extent gains a
  * second reference of the same key).  Small files (size <= 2048, the
  * kernel's max_inline default, and below a sector) are stored inline.
+ * Preallocated extents, and the extents of NODATACOW files, are written in
+ * place when no one else references them ("writing in place" below).
  * Without NO_HOLES every gap gets an explicit hole item.  The inode's size,
  * nbytes, transid, sequence and times follow.
  *
@@ -358,6 +360,387 @@ static int write_regular(struct fw *w, uint64_t off, const uint8_t *data, size_t
 	return 0;
 }
 
+/* ---- writing in place ------------------------------------------------------
+ *
+ * As the kernel does (run_delalloc_nocow), a write goes into the data extent
+ * already under it when that is safe: a PREALLOC extent (its written piece
+ * becomes a REG item over the same disk extent - the kernel's
+ * btrfs_mark_extent_written), or a REG extent of a NODATACOW file (nothing
+ * changes but the bytes).  Safe means the extent belongs to this file alone
+ * (can_nocow_file_extent): not compressed or encoded, not older than the
+ * subvolume's last snapshot (a snapshot shares it without a reference of
+ * its own), referenced only by this inode's items under one data-ref key
+ * (the pieces of one split extent), and without checksums in the range
+ * (checksums of an extent's sectors are valid or absent).  Writing before
+ * the commit is crash-safe for PREALLOC: the last commit says the range is
+ * unwritten and reads it as zeros.  A NODATACOW overwrite is not, as in the
+ * kernel: that is what the flag asks for.
+ */
+
+/* A piece of a write that goes in place. */
+struct inplace {
+	uint64_t start, end;	/* file range (sector aligned) */
+	uint64_t disk;		/* disk address of start */
+	bool prealloc;		/* the item is PREALLOC: it becomes REG */
+};
+
+struct wplan {
+	struct inplace *v;
+	size_t n, cap;
+	uint64_t cow;		/* bytes written copy-on-write */
+};
+
+/* Does the csum tree hold a checksum of any sector of [start, start + len)?
+ * Items never overlap: only the last one starting before the end can. */
+static int csum_in_range(struct fw *w, uint64_t start, uint64_t len)
+{
+	struct ubt_fs *fs = w->fs;
+	struct btrfs_key key = { BTRFS_EXTENT_CSUM_OBJECTID, BTRFS_EXTENT_CSUM_KEY,
+				 start + len - 1 };
+	struct ubt_path path;
+	int ret;
+
+	if (!fs->has_csum_tree)
+		return 0;
+	ubt_path_init(&path);
+	ret = ubt_search_le(&fs->tree, &fs->csum_tree, &key, &path);
+	if (ret == 0) {
+		ubt_eb_item_key(path.nodes[0], path.slots[0], &key);
+		uint64_t n = ubt_eb_item_size(path.nodes[0], path.slots[0]) / fs->csum_size;
+		ret = key.objectid == BTRFS_EXTENT_CSUM_OBJECTID &&
+		      key.type == BTRFS_EXTENT_CSUM_KEY &&
+		      key.offset + n * fs->sectorsize > start;
+	} else if (ret == 1) {
+		ret = 0;
+	}
+	ubt_path_release(&fs->tree, &path);
+	return ret;
+}
+
+static bool ours(const struct fw *w, const struct ubt_dref *r, uint64_t offset)
+{
+	return !r->tree && r->type == BTRFS_EXTENT_DATA_REF_KEY && r->root == w->root->objectid &&
+	       r->owner == w->ino && r->offset == offset;
+}
+
+/*
+ * Is data extent `bytenr` this file's alone: every reference is the data
+ * ref (this root, this inode, `offset`), and the extent is younger than the
+ * subvolume's last snapshot?  The kernel's check_committed_ref rule: the
+ * extent item holds exactly one inline EXTENT_DATA_REF carrying all its
+ * references (keyed references count as shared); changes queued in this
+ * transaction must be to that same reference.  1 yes, 0 no, or -errno.
+ */
+static int extent_private(struct fw *w, uint64_t bytenr, uint64_t num_bytes, uint64_t offset,
+			  uint64_t last_snapshot)
+{
+	struct ubt_trans *t = w->t;
+	struct ubt_fs *fs = w->fs;
+	bool queued = false;
+
+	for (size_t i = 0; i < t->nrefs; i++) {
+		if (t->refs[i].bytenr != bytenr)
+			continue;
+		if (!ours(w, &t->refs[i], offset))
+			return 0;
+		queued = true;
+	}
+	struct btrfs_key key = { bytenr, BTRFS_EXTENT_ITEM_KEY, num_bytes };
+	struct ubt_path path;
+	ubt_path_init(&path);
+	int ret = ubt_search_slot(&fs->tree, &fs->extent_tree, &key, &path);
+	if (ret == 1)	/* created in this transaction (or a bug: stay COW) */
+		ret = queued;
+	else if (ret == 0) {
+		const uint8_t *p = ubt_eb_item_data(path.nodes[0], path.slots[0]);
+		const struct btrfs_extent_item *ei = (const void *)p;
+		const struct btrfs_extent_inline_ref *iref = (const void *)(p + sizeof(*ei));
+		const struct btrfs_extent_data_ref *d = btrfs_extent_inline_ref_data_ref(iref);
+		uint32_t one = sizeof(*ei) + btrfs_extent_inline_ref_size(BTRFS_EXTENT_DATA_REF_KEY);
+		ret = ubt_eb_item_size(path.nodes[0], path.slots[0]) == one &&
+		      (btrfs_extent_flags(ei) & BTRFS_EXTENT_FLAG_DATA) &&
+		      btrfs_extent_generation(ei) > last_snapshot &&
+		      btrfs_extent_inline_ref_type(iref) == BTRFS_EXTENT_DATA_REF_KEY &&
+		      btrfs_extent_data_ref_root(d) == w->root->objectid &&
+		      btrfs_extent_data_ref_objectid(d) == w->ino &&
+		      btrfs_extent_data_ref_offset(d) == offset &&
+		      btrfs_extent_data_ref_count(d) == btrfs_extent_refs(ei);
+	}
+	ubt_path_release(&fs->tree, &path);
+	return ret;
+}
+
+/* May [s, e) (inside the item key/fi) be written in place?  1, 0 or -errno. */
+static int can_nocow(struct fw *w, const struct btrfs_key *key,
+		     const struct btrfs_file_extent_item *fi, uint64_t s, uint64_t e)
+{
+	uint64_t iflags = btrfs_inode_flags(&w->inode);
+	uint64_t nocow = BTRFS_INODE_NODATACOW | BTRFS_INODE_NODATASUM;
+	uint8_t type = btrfs_file_extent_type(fi);
+	uint64_t ss = w->fs->sectorsize;
+
+	if (type != BTRFS_FILE_EXTENT_PREALLOC &&
+	    !(type == BTRFS_FILE_EXTENT_REG && (iflags & nocow) == nocow))
+		return 0;
+	uint64_t disk = btrfs_file_extent_disk_bytenr(fi);
+	uint64_t dlen = btrfs_file_extent_disk_num_bytes(fi);
+	uint64_t xoff = btrfs_file_extent_offset(fi);
+	uint64_t last_snapshot = btrfs_root_last_snapshot(&w->root->item);
+	if (disk == 0 || btrfs_file_extent_compression(fi) || btrfs_file_extent_encryption(fi) ||
+	    btrfs_file_extent_other_encoding(fi) ||
+	    btrfs_file_extent_generation(fi) <= last_snapshot)
+		return 0;
+	/* Whole sectors of the extent, as every sane item has. */
+	if (!UBT_IS_ALIGNED(key->offset | btrfs_file_extent_num_bytes(fi) | xoff | disk | dlen, ss) ||
+	    xoff + btrfs_file_extent_num_bytes(fi) > dlen)
+		return 0;
+	/* Parity stripes are not rewritten here (volume writes refuse them). */
+	const struct ubt_bg *bg = ubt_bg_find(w->t->w, disk);
+	if (!bg || !(bg->flags & BTRFS_BLOCK_GROUP_DATA) || disk + dlen > bg->start + bg->len ||
+	    (bg->flags & (BTRFS_BLOCK_GROUP_RAID5 | BTRFS_BLOCK_GROUP_RAID6)))
+		return 0;
+	int ret = extent_private(w, disk, dlen, key->offset - xoff, last_snapshot);
+	if (ret <= 0)
+		return ret;
+	ret = csum_in_range(w, disk + xoff + (s - key->offset), e - s);
+	return ret < 0 ? ret : !ret;
+}
+
+static int plan_push(struct wplan *p, const struct inplace *ip)
+{
+	if (p->n == p->cap) {
+		size_t cap = p->cap ? p->cap * 2 : 8;
+		struct inplace *v = realloc(p->v, cap * sizeof(*v));
+		if (!v)
+			return -ENOMEM;
+		p->v = v;
+		p->cap = cap;
+	}
+	p->v[p->n++] = *ip;
+	return 0;
+}
+
+/* Which pieces of [a, b) (sector aligned) go in place; the rest is COW. */
+static int plan_write(struct fw *w, uint64_t a, uint64_t b, struct wplan *p)
+{
+	struct btrfs_key key;
+	struct btrfs_file_extent_item fi;
+
+	memset(p, 0, sizeof(*p));
+	for (uint64_t pos = a; pos < b;) {
+		int ret = item_le(w, pos, &key, &fi);
+		if (ret < 0)
+			return ret;
+		if (ret == 1 || extent_end(&key, &fi) <= pos) {
+			/* A gap up to the next item (an item at pos itself
+			 * would have been found: it is empty, skip it). */
+			ret = item_ge(w, pos + 1, &key, &fi);
+			if (ret < 0)
+				return ret;
+			uint64_t next = ret == 1 ? b : UBT_MIN(key.offset, b);
+			p->cow += next - pos;
+			pos = next;
+			continue;
+		}
+		uint64_t e = UBT_MIN(extent_end(&key, &fi), b);
+		ret = can_nocow(w, &key, &fi, pos, e);
+		if (ret < 0)
+			return ret;
+		if (ret) {
+			struct inplace ip = { pos, e, 0, false };
+			ip.disk = btrfs_file_extent_disk_bytenr(&fi) + btrfs_file_extent_offset(&fi) +
+				  (pos - key.offset);
+			ip.prealloc = btrfs_file_extent_type(&fi) == BTRFS_FILE_EXTENT_PREALLOC;
+			ret = plan_push(p, &ip);
+			if (ret)
+				return ret;
+		} else {
+			p->cow += e - pos;
+		}
+		pos = e;
+	}
+	return 0;
+}
+
+/*
+ * Write n bytes (whole sectors) at disk address `disk`: the first `have`
+ * from data, zeros after (past the end of the file).  With cs, *cs gets
+ * their checksums (malloc'd).
+ */
+static int write_sectors(struct fw *w, uint64_t disk, const uint8_t *data, size_t have,
+			 uint64_t n, uint8_t **cs)
+{
+	struct ubt_fs *fs = w->fs;
+	uint32_t ss = fs->sectorsize;
+	size_t whole = have & ~((size_t)ss - 1);
+	int ret;
+
+	if (cs) {
+		*cs = malloc((size_t)(n / ss) * fs->csum_size + 1);
+		if (!*cs)
+			return -ENOMEM;
+	}
+	ret = ubt_volume_write(fs->vol, disk, data, whole);
+	if (!ret && cs)
+		ret = ubt_csum_data(fs, data, whole, *cs);
+	if (!ret && whole < n) {
+		uint8_t *tail = calloc(1, (size_t)(n - whole));
+		if (!tail)
+			return -ENOMEM;
+		memcpy(tail, data + whole, have - whole);
+		ret = ubt_volume_write(fs->vol, disk + whole, tail, (size_t)(n - whole));
+		if (!ret && cs)
+			ret = ubt_csum_data(fs, tail, (size_t)(n - whole),
+					    *cs + whole / ss * fs->csum_size);
+		free(tail);
+	}
+	return ret;
+}
+
+/* May the item key/fi absorb a written piece of the extent at `disk` whose
+ * items have data-ref offset `orig` (a REG item continuing it)? */
+static bool mergeable(const struct btrfs_key *key, const struct btrfs_file_extent_item *fi,
+		      uint64_t disk, uint64_t orig)
+{
+	return btrfs_file_extent_type(fi) == BTRFS_FILE_EXTENT_REG &&
+	       btrfs_file_extent_disk_bytenr(fi) == disk &&
+	       key->offset - btrfs_file_extent_offset(fi) == orig &&
+	       !btrfs_file_extent_compression(fi) && !btrfs_file_extent_encryption(fi) &&
+	       !btrfs_file_extent_other_encoding(fi);
+}
+
+/*
+ * [s, e) of a PREALLOC item has been written: the item becomes (prealloc |
+ * REG | prealloc) pieces over the same disk extent, the REG piece merged
+ * with REG neighbours that continue it in that extent (as the kernel
+ * merges them).  Every piece keeps the data-ref key (root, inode, key.offset
+ * - offset), so only that reference's count changes, by the change in the
+ * number of items.  The pieces get the transaction's generation.
+ */
+static int mark_written(struct fw *w, uint64_t s, uint64_t e)
+{
+	struct btrfs_key key, nk;
+	struct btrfs_file_extent_item fi, nf;
+	int ret = item_le(w, s, &key, &fi);
+
+	if (ret < 0)
+		return ret;
+	uint64_t es = key.offset, ee = ret ? 0 : extent_end(&key, &fi);
+	if (ret || btrfs_file_extent_type(&fi) != BTRFS_FILE_EXTENT_PREALLOC || ee < e)
+		return UBT_CORRUPT(0, "inode %llu: no preallocated extent at %llu",
+				   (unsigned long long)w->ino, (unsigned long long)s);
+	uint64_t disk = btrfs_file_extent_disk_bytenr(&fi);
+	uint64_t orig = es - btrfs_file_extent_offset(&fi);
+	uint64_t ns = s, ne = e;
+	int before = 1, after = 1;
+
+	if (s == es && es > 0) {	/* the item ending at es */
+		ret = item_le(w, es - 1, &nk, &nf);
+		if (ret == 0 && extent_end(&nk, &nf) == es && mergeable(&nk, &nf, disk, orig)) {
+			ret = ubt_delete_key(w->t, w->root, &nk);
+			ns = nk.offset;
+			before++;
+		}
+		if (ret < 0)
+			return ret;
+	}
+	if (e == ee) {			/* the item starting at ee */
+		ret = item_ge(w, ee, &nk, &nf);
+		if (ret == 0 && nk.offset == ee && mergeable(&nk, &nf, disk, orig)) {
+			ret = ubt_delete_key(w->t, w->root, &nk);
+			ne = extent_end(&nk, &nf);
+			before++;
+		}
+		if (ret < 0)
+			return ret;
+	}
+	ret = ubt_delete_key(w->t, w->root, &key);
+	btrfs_set_file_extent_generation(&fi, w->t->transid);
+	if (!ret && es < s) {	/* the front stays preallocated */
+		nf = fi;
+		btrfs_set_file_extent_num_bytes(&nf, s - es);
+		ret = insert_extent_item(w, es, &nf);
+		after++;
+	}
+	if (!ret && e < ee) {	/* and the back */
+		nf = fi;
+		btrfs_set_file_extent_offset(&nf, e - orig);
+		btrfs_set_file_extent_num_bytes(&nf, ee - e);
+		ret = insert_extent_item(w, e, &nf);
+		after++;
+	}
+	if (!ret) {
+		nf = fi;
+		btrfs_set_file_extent_type(&nf, BTRFS_FILE_EXTENT_REG);
+		btrfs_set_file_extent_offset(&nf, ns - orig);
+		btrfs_set_file_extent_num_bytes(&nf, ne - ns);
+		ret = insert_extent_item(w, ns, &nf);
+	}
+	if (!ret && after != before)
+		ret = data_ref(w, disk, btrfs_file_extent_disk_num_bytes(&fi), es,
+			       btrfs_file_extent_offset(&fi), after - before, false);
+	return ret;
+}
+
+/* Write a planned in-place piece (data holds the write from file offset
+ * off, len bytes). */
+static int write_in_place(struct fw *w, const struct inplace *ip, uint64_t off,
+			  const uint8_t *data, size_t len)
+{
+	bool sum = ip->prealloc && !(btrfs_inode_flags(&w->inode) & BTRFS_INODE_NODATASUM);
+	uint64_t n = ip->end - ip->start;
+	size_t have = (size_t)UBT_MIN((uint64_t)len - (ip->start - off), n);
+	uint8_t *cs = NULL;
+	int ret = write_sectors(w, ip->disk, data + (ip->start - off), have, n, sum ? &cs : NULL);
+
+	/* can_nocow saw no checksums here: the REG piece gets its own. */
+	if (!ret && sum)
+		ret = ubt_csum_insert(w->t, ip->disk, cs, (size_t)(n / w->fs->sectorsize));
+	free(cs);
+	if (!ret && ip->prealloc)
+		ret = mark_written(w, ip->start, ip->end);
+	return ret;
+}
+
+/* Write [s, e) copy-on-write (the part of the write in it). */
+static int write_cow(struct fw *w, uint64_t s, uint64_t e, uint64_t off, const uint8_t *data,
+		     size_t len)
+{
+	size_t have = (size_t)UBT_MIN((uint64_t)len - (s - off), e - s);
+	int ret = drop_extents(w, s, e);
+
+	if (!ret)
+		ret = write_regular(w, s, data + (s - off), have);
+	return ret;
+}
+
+/*
+ * Write len bytes at off (sector aligned; a partial last sector only where
+ * its rest is past the end of the file): in place where can_nocow allows,
+ * else into new extents.  -ENOSPC before anything changed when the new
+ * extents do not fit.
+ */
+static int write_data(struct fw *w, uint64_t off, const uint8_t *data, size_t len)
+{
+	uint64_t b = UBT_ALIGN_UP(off + len, (uint64_t)w->fs->sectorsize), pos = off;
+	struct wplan p;
+	int ret = plan_write(w, off, b, &p);
+
+	if (!ret)
+		ret = reserve_data(w, p.cow);
+	for (size_t i = 0; !ret && i <= p.n; i++) {
+		uint64_t s = i < p.n ? p.v[i].start : b;
+		if (pos < s)
+			ret = write_cow(w, pos, s, off, data, len);
+		if (!ret && i < p.n) {
+			ret = write_in_place(w, &p.v[i], off, data, len);
+			pos = p.v[i].end;
+		}
+	}
+	free(p.v);
+	return ret;
+}
+
 static int for_gaps(struct fw *w, uint64_t a, uint64_t b,
 		    int (*fn)(struct fw *w, uint64_t s, uint64_t e, void *ctx), void *ctx);
 
@@ -480,11 +863,7 @@ static int zero_tail(struct fw *w, uint64_t subvol, uint64_t isize)
 			ret = (int)n;
 	}
 	if (!ret)
-		ret = reserve_data(w, ss);
-	if (!ret)
-		ret = drop_extents(w, a, a + ss);
-	if (!ret)
-		ret = write_regular(w, a, sec, (size_t)(isize - a));
+		ret = write_data(w, a, sec, (size_t)(isize - a));
 	free(sec);
 	return ret;
 }
@@ -615,13 +994,9 @@ int ubt_file_write(struct ubt_trans *t, uint64_t subvol, uint64_t ino, uint64_t 
 		if (off >= old_end)
 			ret = zero_tail(&w, subvol, isize);
 		if (!ret)
-			ret = reserve_data(&w, UBT_ALIGN_UP((uint64_t)len, (uint64_t)ss));
-		if (!ret)
-			ret = drop_extents(&w, off, UBT_ALIGN_UP(off + len, (uint64_t)ss));
+			ret = write_data(&w, off, data, len);
 		if (!ret && off > old_end)
 			ret = insert_hole(&w, old_end, off);
-		if (!ret)
-			ret = write_regular(&w, off, data, len);
 		free(whole);
 	}
 	if (!ret) {
@@ -706,9 +1081,7 @@ int ubt_file_truncate(struct ubt_trans *t, uint64_t subvol, uint64_t ino, uint64
 					ret = (int)n;
 			}
 			if (!ret)
-				ret = drop_extents(&w, a, a + ss);
-			if (!ret)
-				ret = write_regular(&w, a, sec, (size_t)(size - a));
+				ret = write_data(&w, a, sec, (size_t)(size - a));
 			free(sec);
 		}
 	} else {
@@ -889,12 +1262,8 @@ static int zero_part(struct fw *w, uint64_t subvol, uint64_t a, uint64_t b)
 	}
 	if (!ret) {
 		memset(sec + (a - s), 0, (size_t)(b - a));
-		ret = reserve_data(w, ss);
+		ret = write_data(w, s, sec, keep);
 	}
-	if (!ret)
-		ret = drop_extents(w, s, s + ss);
-	if (!ret)
-		ret = write_regular(w, s, sec, keep);
 	free(sec);
 	return ret;
 }

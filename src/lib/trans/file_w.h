@@ -10,8 +10,13 @@
  * Write len bytes at off into regular file `ino` of subvolume `subvol`
  * (extents allocated, written and checksummed at once, EXTENT_DATA items
  * replacing the range, inode size/nbytes/transid/sequence and, with `now`,
- * mtime/ctime updated).  -ENOSPC before anything changed when the data does
- * not fit.
+ * mtime/ctime updated).  As the kernel does, the parts over a preallocated
+ * extent, or over an extent of a NODATACOW file, that only this file
+ * references (and no snapshot shares) are written in place instead: the
+ * preallocated piece turns into a REG item of the same disk extent, a
+ * NODATACOW extent keeps its items.  -ENOSPC before anything changed when
+ * the data written to new extents does not fit (space fallocate took is
+ * written in place: it needs none).
  */
 int ubt_file_write(struct ubt_trans *t, uint64_t subvol, uint64_t ino, uint64_t off,
 		   const void *buf, size_t len, const struct btrfs_timespec *now);
