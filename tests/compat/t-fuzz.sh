@@ -36,17 +36,29 @@ with open(raw, 'rb') as f:
     fsid = sb[32:48] if len(sb) == 4096 else None
     size = os.fstat(f.fileno()).st_size
     taken = 0
-    # Tree blocks: scan the first 64 MiB for headers with our fsid.
-    off = 0
-    while fsid and off < min(size, 64 << 20) and taken < 24:
-        f.seek(off)
-        b = f.read(4096)
-        if len(b) < 4096:
+    # Tree blocks: scan the first 64 MiB for headers with our fsid (in
+    # 4 MiB pieces; holes skipped).
+    end = min(size, 64 << 20)
+    pos = 0
+    while fsid and pos < end and taken < 24:
+        try:
+            pos = os.lseek(f.fileno(), pos, os.SEEK_DATA) & ~4095
+        except OSError:
             break
-        if b[32:48] == fsid and off != 65536:
-            open(os.path.join(seeds, 'tree_block', '%s-%d' % (n, off)), 'wb').write(b)
-            taken += 1
-        off += 4096
+        if pos >= end:
+            break
+        f.seek(pos)
+        chunk = f.read(min(4 << 20, end - pos))
+        if len(chunk) < 4096:
+            break
+        for o in range(0, len(chunk) - 4095, 4096):
+            if chunk[o + 32:o + 48] == fsid and pos + o != 65536:
+                open(os.path.join(seeds, 'tree_block', '%s-%d' % (n, pos + o)), 'wb').write(
+                    chunk[o:o + 4096])
+                taken += 1
+                if taken >= 24:
+                    break
+        pos += len(chunk)
     # A few data-ish sectors for the decompressors (type byte first).
     for i, off in enumerate((1 << 20, 13 << 20, 20 << 20)):
         f.seek(off)
