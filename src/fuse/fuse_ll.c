@@ -33,6 +33,9 @@
 
 #include <errno.h>
 #include <fuse_lowlevel.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <limits.h>
 #include <pthread.h>
 #include <time.h>
@@ -1317,6 +1320,13 @@ int ubtrfs_fuse_serve(ubtrfs_fs *fs, const struct ubtrfs_fuse_opts *o)
 	char optbuf[4 * PATH_MAX + 4096];
 	int ret;
 
+#ifdef __GLIBC__
+	/* glibc gives each worker thread its own malloc arena; freed memory
+	 * scattered over 16 of them kept `rm -rf` of 21k entries at 124-134
+	 * MiB resident against 74-93 MiB with one or two (same speed). */
+	if (!getenv("MALLOC_ARENA_MAX"))
+		mallopt(M_ARENA_MAX, 2);
+#endif
 	s.fs = fs;
 	s.subvol = o->subvol;
 	s.rw = o->rw && !ubtrfs_is_readonly(fs);
