@@ -324,14 +324,16 @@ static bool caller_in_group(fuse_req_t req, uint32_t gid)
 }
 
 /* The mode st's file keeps after op by the request's caller.  Requests the
- * kernel makes on its own (pid 0: page writeback of a shared mapping) clear
- * nothing, as a write fault on ext4 does not. */
+ * kernel makes on its own (pid 0 and uid 0: page writeback of a shared
+ * mapping) clear nothing, as a write fault on ext4 does not; a caller we
+ * cannot see (pid 0 from another pid namespace) counts as unprivileged. */
 static uint32_t killpriv_mode(fuse_req_t req, const struct ubtrfs_stat *st,
 			      enum ubtrfs_killpriv_op op)
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 
-	if (!S_ISREG(st->mode) || !(st->mode & (S_ISUID | S_ISGID)) || ctx->pid <= 0)
+	if (!S_ISREG(st->mode) || !(st->mode & (S_ISUID | S_ISGID)) ||
+	    (ctx->pid <= 0 && ctx->uid == 0))
 		return st->mode;
 	bool cap = ubtrfs_pid_capable(ctx->pid, UBTRFS_CAP_FSETID);
 	bool in = cap || caller_in_group(req, st->gid);

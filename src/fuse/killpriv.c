@@ -21,13 +21,28 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+/* Is pid in our user namespace?  CapEff counts in the process's own
+ * namespace; the VFS asks about the initial one (capable()), so a process
+ * in a namespace of its own (unshare -U) has none of them for us. */
+static bool same_userns(int pid)
+{
+	char path[64], mine[128], theirs[128];
+	ssize_t a, b;
+
+	snprintf(path, sizeof(path), "/proc/%d/ns/user", pid);
+	a = readlink("/proc/self/ns/user", mine, sizeof(mine));
+	b = readlink(path, theirs, sizeof(theirs));
+	return a > 0 && a == b && memcmp(mine, theirs, (size_t)a) == 0;
+}
 
 bool ubtrfs_pid_capable(int pid, int cap_bit)
 {
 	char path[64], line[256];
 	bool cap = false;
 
-	if (pid <= 0)
+	if (pid <= 0 || !same_userns(pid))
 		return false;
 	snprintf(path, sizeof(path), "/proc/%d/status", pid);
 	FILE *f = fopen(path, "re");

@@ -37,7 +37,7 @@
 #define AUTO_COMMIT_MIN_DIRTY (8ull << 20)
 
 /* op_end_retry: the operation met ENOSPC, a commit made room, try again. */
-#define OP_RETRY 1
+#define OP_RETRY (-0x7ffe)	/* no errno */
 
 /* One operation: the handle locked exclusively, a transaction running. */
 struct op {

@@ -85,8 +85,10 @@ cell() {
 		fi
 	done
 	# A large aligned copy is a reflink.
+	# fsync commits the whole transaction (sync -f does not reach a FUSE
+	# daemon), so that free space is measured on settled states.
 	head -c $((16 << 20)) /dev/urandom >"$mnt/big"
-	sync -f "$mnt/big"
+	"$ORACLE_PYTHON" -c 'import os, sys; os.fsync(os.open(sys.argv[1], os.O_RDONLY))' "$mnt/big"
 	before=$(stat -f -c '%b %f' "$mnt" | awk '{print $1 - $2}')
 	"$ORACLE_PYTHON" - "$mnt/big" "$mnt/copy" <<'PY' || ro_fail "$name: copy_file_range failed"
 import os, sys
@@ -99,10 +101,12 @@ while n:
         sys.exit("copy_file_range returned %d" % r)
     n -= r
 PY
-	sync -f "$mnt/copy"
+	"$ORACLE_PYTHON" -c 'import os, sys; os.fsync(os.open(sys.argv[1], os.O_RDONLY))' "$mnt/copy"
 	after=$(stat -f -c '%b %f %S' "$mnt" | awk '{print ($1 - $2) * $3}')
 	before=$((before * $(stat -f -c '%S' "$mnt")))
-	((after - before < 1048576)) ||
+	# A copy would take 16 MiB; a reflink takes only the metadata the
+	# commit rewrites (1.5-2 MiB of tree blocks here).
+	((after - before < 4194304)) ||
 		ro_fail "$name: a 16 MiB copy_file_range used $((after - before)) bytes (no reflink)"
 	cmp -s "$mnt/big" "$mnt/copy" || ro_fail "$name: the reflinked copy differs"
 	# A shared writable mapping reaches the file (and, below, the disk).

@@ -771,6 +771,28 @@ static int insert_hole(struct fw *w, uint64_t start, uint64_t end)
 
 /* Read the file's inline extent (if any) and remove it: *data (malloc'd),
  * *len its bytes; NULL when there is none. */
+/* Does the file start with an inline extent?  1, 0 or -errno. */
+static int has_inline(struct fw *w)
+{
+	struct btrfs_key key = { w->ino, BTRFS_EXTENT_DATA_KEY, 0 };
+	struct ubt_path path;
+	int ret;
+
+	ubt_path_init(&path);
+	ret = ubt_search_slot(&w->fs->tree, &w->root->ref, &key, &path);
+	if (ret == 0) {
+		const struct btrfs_file_extent_item *fi =
+			(const void *)ubt_eb_item_data(path.nodes[0], path.slots[0]);
+		ret = ubt_eb_item_size(path.nodes[0], path.slots[0]) >=
+			      btrfs_file_extent_inline_start() &&
+		      btrfs_file_extent_type(fi) == BTRFS_FILE_EXTENT_INLINE;
+	} else if (ret == 1) {
+		ret = 0;
+	}
+	ubt_path_release(&w->fs->tree, &path);
+	return ret;
+}
+
 static int take_inline(struct fw *w, uint8_t **data, size_t *len)
 {
 	struct btrfs_key key = { w->ino, BTRFS_EXTENT_DATA_KEY, 0 };
@@ -926,9 +948,18 @@ int ubt_file_write(struct ubt_trans *t, uint64_t subvol, uint64_t ino, uint64_t 
 	uint64_t new_size = UBT_MAX(isize, off + len);
 	uint32_t ss = w.fs->sectorsize;
 
-	/* An inline extent is absorbed into the write (rewritten whole). */
+	/* An inline extent is absorbed into the write (rewritten whole).  When
+	 * the result is no longer inline, its space is checked first: ENOSPC
+	 * must come before the inline extent is gone. */
 	uint8_t *old;
 	size_t old_len;
+	if (!(new_size <= MAX_INLINE && new_size < ss)) {
+		ret = has_inline(&w);
+		if (ret > 0)
+			ret = reserve_data(&w, UBT_ALIGN_UP(new_size, (uint64_t)ss));
+		if (ret)
+			return ret;
+	}
 	ret = take_inline(&w, &old, &old_len);
 	if (ret)
 		return ret;
@@ -1328,6 +1359,25 @@ int ubt_file_fallocate(struct ubt_trans *t, uint64_t subvol, uint64_t ino, int m
 		a = UBT_ALIGN_UP(off, (uint64_t)ss);
 		if (end < isize)
 			b = end & ~((uint64_t)ss - 1);
+	}
+	/* ENOSPC before anything changes (the kernel reserves the whole range
+	 * up front too): the gaps to preallocate - all of [a, b) once a
+	 * ZERO_RANGE punched it - and a sector for an inline extent. */
+	if (alloc && a < b) {
+		uint64_t need = 0;
+		if (mode & UBT_FALLOC_ZERO_RANGE)
+			need = b - a;
+		else
+			ret = for_gaps(&w, a, b, count_gap, &need);
+		int inl = ret ? 0 : has_inline(&w);
+		if (inl < 0)
+			ret = inl;
+		else if (inl)
+			need += ss;
+		if (!ret && need)
+			ret = reserve_data(&w, need);
+		if (ret)
+			return ret;
 	}
 	ret = uninline(&w);
 	if (!ret && (mode & (UBT_FALLOC_PUNCH_HOLE | UBT_FALLOC_ZERO_RANGE)))
