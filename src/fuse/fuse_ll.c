@@ -21,8 +21,8 @@
  *
  * Writing: the library runs one transaction at a time; it is committed on
  * fsync/fsyncdir, every commit_interval seconds (mount option commit=N,
- * default 30 as the kernel's) by a timer thread, after
- * 1000 operations (the library) and at unmount.
+ * default 30 as the kernel's) by a timer thread, by size (commit_due in
+ * the library's api_write.c) and at unmount.
  *
  * Threads: libfuse's multi-threaded loop; the library is thread-safe.
  */

@@ -49,6 +49,7 @@ struct op {
 
 static int op_begin(ubtrfs_fs *f, struct op *op);
 static int op_end(struct op *op, int ret);
+static int op_end_retry(struct op *op, int ret, int *pass);
 
 /* ---- inodes in use (for orphans) ---------------------------------------- */
 
@@ -202,20 +203,24 @@ static int orphan_free(ubtrfs_fs *f, uint64_t subvol, uint64_t ino, bool scan)
 	struct ubtrfs_stat st;
 	ubtrfs_ino id = { subvol, ino };
 	struct op op;
-	int ret = op_begin(f, &op);
+	int ret, pass = 0;
 
-	if (ret)
-		return ret;
-	ret = ubt_api_stat(f, id, &st);
-	if (ret == -ENOENT && scan)
-		ret = 0, st.nlink = 0, st.mode = 0, st.size = 0, st.blocks = 0;
-	if (ret || (st.nlink && !scan))
-		return op_end(&op, ret);
-	if (st.nlink == 0 && S_ISREG(st.mode) && (st.size || st.blocks))
-		ret = ubt_file_truncate(op.t, subvol, ino, 0, NULL);
-	if (!ret)
-		ret = ubt_ns_orphan_delete(f->ns, op.t, subvol, ino);
-	return op_end(&op, ret);
+	do {
+		ret = op_begin(f, &op);
+		if (ret)
+			return ret;
+		ret = ubt_api_stat(f, id, &st);
+		if (ret == -ENOENT && scan)
+			ret = 0, st.nlink = 0, st.mode = 0, st.size = 0, st.blocks = 0;
+		if (ret || (st.nlink && !scan))
+			return op_end(&op, ret);
+		if (st.nlink == 0 && S_ISREG(st.mode) && (st.size || st.blocks))
+			ret = ubt_file_truncate(op.t, subvol, ino, 0, NULL);
+		if (!ret)
+			ret = ubt_ns_orphan_delete(f->ns, op.t, subvol, ino);
+		ret = op_end_retry(&op, ret, &pass);
+	} while (ret == OP_RETRY);
+	return ret;
 }
 
 struct scan_ctx {
@@ -402,6 +407,7 @@ static int op_begin(ubtrfs_fs *f, struct op *op)
 		}
 		f->nops = 0;
 	}
+	ubt_op_scope(f->trans, true);
 	clock_gettime(CLOCK_REALTIME, &ts);
 	op->f = f;
 	op->t = f->trans;
@@ -424,8 +430,9 @@ static bool commit_due(ubtrfs_fs *f)
 	if (f->nops >= AUTO_COMMIT_OPS || (uint64_t)t->ndirty * ns >= dirty_max)
 		return true;
 	/* The commit's reserve (ubt_reserve_metadata): about 2 blocks per
-	 * dirty block and one per queued reference change. */
-	uint64_t need = (3 * (uint64_t)t->ndirty + (uint64_t)t->nrefs) * ns;
+	 * dirty block and one per queued reference change, bounded by the
+	 * trees the commit rewrites (ubt_commit_ref_blocks). */
+	uint64_t need = (3 * (uint64_t)t->ndirty + ubt_commit_ref_blocks(f->trans)) * ns;
 	return need > ubt_meta_free_bytes(f->fs->wr, false) / 2;
 }
 
@@ -434,10 +441,15 @@ static int op_end(struct op *op, int ret)
 	ubtrfs_fs *f = op->f;
 
 	if (f->fs->wr->aborted) {
-		f->trans = NULL;	/* the engine aborted (and freed) it */
+		/* The engine gave up on the transaction (half-done change):
+		 * readers go back to the last commit. */
+		if (f->fs->wr->running)
+			ubt_trans_abort(f->fs->wr->running,
+					f->fs->wr->abort_err ? f->fs->wr->abort_err : -EIO);
+		f->trans = NULL;
 		if (ret == 0)
 			ret = -EROFS;
-	} else if (++f->nops, commit_due(f)) {
+	} else if (ubt_op_scope(f->trans, false), ++f->nops, commit_due(f)) {
 		int c = commit_locked(f);
 		if (c && ret == 0)
 			ret = c;
@@ -460,6 +472,7 @@ static int op_end_retry(struct op *op, int ret, int *pass)
 	if (ret != -ENOSPC || (*pass)++ > 0 || f->fs->wr->aborted || !f->trans ||
 	    (f->trans->ndirty == 0 && f->trans->nrefs == 0))
 		return op_end(op, ret);
+	ubt_op_scope(f->trans, false);
 	int c = commit_locked(f);
 	ubt_api_wrunlock(f);
 	return c ? c : OP_RETRY;
@@ -573,17 +586,20 @@ int ubtrfs_link(ubtrfs_fs *f, ubtrfs_ino id, ubtrfs_ino newdir, const char *newn
 		struct ubtrfs_stat *out)
 {
 	struct op op;
-	int ret;
+	int ret, pass = 0;
 
 	if (id.subvol != newdir.subvol)
 		return -EXDEV;
-	ret = op_begin(f, &op);
-	if (ret)
-		return ret;
-	ret = ubt_ns_link(f->ns, op.t, id.subvol, id.ino, newdir.ino, newname, strlen(newname),
-			  op.now);
-	ret = op_stat(&op, ret, id.subvol, id.ino, out);
-	return op_end(&op, ret);
+	do {
+		ret = op_begin(f, &op);
+		if (ret)
+			return ret;
+		ret = ubt_ns_link(f->ns, op.t, id.subvol, id.ino, newdir.ino, newname,
+				  strlen(newname), op.now);
+		ret = op_stat(&op, ret, id.subvol, id.ino, out);
+		ret = op_end_retry(&op, ret, &pass);
+	} while (ret == OP_RETRY);
+	return ret;
 }
 
 int ubtrfs_unlink(ubtrfs_fs *f, ubtrfs_ino dir, const char *name)
@@ -592,27 +608,37 @@ int ubtrfs_unlink(ubtrfs_fs *f, ubtrfs_ino dir, const char *name)
 	uint64_t ino;
 	uint8_t type;
 	size_t len = strlen(name);
-	int ret = op_begin(f, &op);
+	int ret, pass = 0;
 
-	if (ret)
-		return ret;
-	ret = ubt_ns_lookup(f->fs, dir.subvol, dir.ino, name, len, &ino, &type);
-	if (!ret && type == BTRFS_FT_REG_FILE)
-		ret = drop_data_if_last(&op, dir.subvol, ino);
-	if (!ret)
-		ret = ubt_ns_unlink(f->ns, op.t, dir.subvol, dir.ino, name, len, op.now);
-	return op_end(&op, ret);
+	/* ENOSPC on a full filesystem: a commit releases what the
+	 * transaction freed, then once more (op_end_retry). */
+	do {
+		ret = op_begin(f, &op);
+		if (ret)
+			return ret;
+		ret = ubt_ns_lookup(f->fs, dir.subvol, dir.ino, name, len, &ino, &type);
+		if (!ret && type == BTRFS_FT_REG_FILE)
+			ret = drop_data_if_last(&op, dir.subvol, ino);
+		if (!ret)
+			ret = ubt_ns_unlink(f->ns, op.t, dir.subvol, dir.ino, name, len, op.now);
+		ret = op_end_retry(&op, ret, &pass);
+	} while (ret == OP_RETRY);
+	return ret;
 }
 
 int ubtrfs_rmdir(ubtrfs_fs *f, ubtrfs_ino dir, const char *name)
 {
 	struct op op;
-	int ret = op_begin(f, &op);
+	int ret, pass = 0;
 
-	if (ret)
-		return ret;
-	ret = ubt_ns_rmdir(f->ns, op.t, dir.subvol, dir.ino, name, strlen(name), op.now);
-	return op_end(&op, ret);
+	do {
+		ret = op_begin(f, &op);
+		if (ret)
+			return ret;
+		ret = ubt_ns_rmdir(f->ns, op.t, dir.subvol, dir.ino, name, strlen(name), op.now);
+		ret = op_end_retry(&op, ret, &pass);
+	} while (ret == OP_RETRY);
+	return ret;
 }
 
 int ubtrfs_rename(ubtrfs_fs *f, ubtrfs_ino olddir, const char *oldname, ubtrfs_ino newdir,

@@ -17,6 +17,7 @@
 
 #include "base/base.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -567,34 +568,148 @@ uint64_t ubt_meta_free_bytes(struct ubt_wfs *w, bool system)
  * references change (each queued change may touch its own leaf), block
  * group items, free-space tree entries and root items.  Measured: 2.3-6
  * new blocks per dirty block, and up to one per queued reference change.
- * Reserved: 2 per dirty block plus 1 per queued change plus a base. */
+ * Reserved: 2 per dirty block plus 1 per queued change (at most what
+ * ubt_commit_ref_blocks bounds) plus a base. */
 #define RESERVE_COMMIT_BASE 64
 #define RESERVE_COMMIT_PER_DIRTY 2
 #define RESERVE_COMMIT_PER_REF 1
+/* What one user-visible operation (ubt_op_scope) may take: several tree
+ * operations, each copying a path and splitting, and the commit's share of
+ * every block it copies (2 per block, 2 queued reference changes). */
+#define RESERVE_SCOPED_OP (4 * RESERVE_OP)
 /* Kept for deletions and commits on a full filesystem. */
 #define RESERVE_GLOBAL 64
 /* Room for the tree updates of a chunk allocation itself. */
 #define RESERVE_CHUNK 32
 
+/*
+ * The commit's reference processing (ubt_run_drefs, ubt_write_bg_items,
+ * ubt_fst_update, root items) changes the extent tree, the csum tree (data
+ * extents freed), the free-space tree, the block group tree and the root
+ * tree.  A block is copied at most once per transaction, and every block
+ * made after this count is one of the transaction's own (already copied),
+ * so the blocks of those trees counted at any point of the transaction bound
+ * the copies the commit can still make.  New blocks besides copies come
+ * from splits: an item inserted per change is under 128 bytes (an extent
+ * item with one inline reference, a keyed reference, a free-space entry),
+ * an eighth of a half-full 4 KiB leaf.  Counting reads the trees' interior
+ * nodes only (a leaf's count is in its parent); past COUNT_MAX_NODES of
+ * them the bound is left unknown.
+ */
+#define COUNT_MIN_REFS 256
+#define COUNT_MAX_NODES 512
+
+static int count_tree(struct ubt_tree_ctx *tc, const struct ubt_eb *eb, uint64_t owner,
+		      uint64_t *blocks, unsigned *nodes)
+{
+	uint32_t n = ubt_eb_nritems(eb);
+
+	*blocks += 1;
+	if (ubt_eb_level(eb) == 0)
+		return 0;
+	if (ubt_eb_level(eb) == 1) {
+		*blocks += n;
+		return 0;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		struct ubt_eb *child;
+		if (++*nodes > COUNT_MAX_NODES)
+			return -E2BIG;
+		int ret = ubt_read_child(tc, eb, (int)i, owner, &child);
+		if (ret)
+			return ret;
+		ret = count_tree(tc, child, owner, blocks, nodes);
+		ubt_eb_put(tc, child);
+		if (ret)
+			return ret;
+	}
+	return 0;
+}
+
+static uint64_t commit_tree_blocks(struct ubt_trans *t)
+{
+	struct ubt_fs *fs = t->w->fs;
+	const struct ubt_root_ref *trees[] = { &fs->extent_tree, &fs->csum_tree,
+					       &fs->free_space_tree, &fs->block_group_tree,
+					       &fs->root_tree };
+	uint64_t blocks = 0;
+	unsigned nodes = 0;
+
+	for (size_t i = 0; i < sizeof(trees) / sizeof(trees[0]); i++) {
+		struct ubt_eb *root;
+		if (!trees[i]->bytenr)
+			continue;
+		if (++nodes > COUNT_MAX_NODES || ubt_read_root(&fs->tree, trees[i], &root))
+			return UINT64_MAX;
+		int ret = count_tree(&fs->tree, root, trees[i]->objectid, &blocks, &nodes);
+		ubt_eb_put(&fs->tree, root);
+		if (ret)
+			return UINT64_MAX;
+	}
+	return blocks;
+}
+
+uint64_t ubt_commit_ref_blocks(struct ubt_trans *t)
+{
+	uint64_t n = t->nrefs;
+
+	if (n < COUNT_MIN_REFS)
+		return n;
+	if (!t->commit_tree_counted) {
+		t->commit_tree_blocks = commit_tree_blocks(t);
+		t->commit_tree_counted = true;
+	}
+	uint64_t c = t->commit_tree_blocks;
+	if (c >= n)
+		return n;
+	uint64_t bound = c + c / 8 + n / 8 + 16;
+	return bound < n ? bound : n;
+}
+
+void ubt_op_scope(struct ubt_trans *t, bool on)
+{
+	t->op_scope = on;
+	t->op_reserved = false;
+}
+
 int ubt_reserve_metadata(struct ubt_trans *t, bool deleting)
 {
 	struct ubt_wfs *w = t->w;
 	uint64_t ns = w->fs->nodesize;
-	uint64_t need = (RESERVE_OP + RESERVE_COMMIT_BASE +
-			 RESERVE_COMMIT_PER_DIRTY * (uint64_t)t->ndirty +
-			 RESERVE_COMMIT_PER_REF * (uint64_t)t->nrefs) * ns;
-	uint64_t global = RESERVE_GLOBAL * ns;
 	uint64_t free_bytes, total = 0;
 
 	if (t->committing || t->allocating_chunk)
 		return 0;	/* what the reserves were kept for */
+	/* Within a scoped operation past its first reserve: only the commit's
+	 * reserve is kept (the operation's own room and the global reserve
+	 * were checked at its start). */
+	bool within = t->op_scope && t->op_reserved;
+	uint64_t op, global;
+	if (within) {
+		op = global = 0;
+	} else if (!t->op_scope) {
+		op = RESERVE_OP;
+		global = deleting ? 0 : RESERVE_GLOBAL;
+	} else if (deleting) {
+		/* A deletion's room comes out of the global reserve, which
+		 * insertions leave alone: emptying a full filesystem works. */
+		op = RESERVE_GLOBAL;
+		global = 0;
+	} else {
+		op = RESERVE_SCOPED_OP;
+		global = RESERVE_GLOBAL;
+	}
+	uint64_t need = (op + RESERVE_COMMIT_BASE +
+			 RESERVE_COMMIT_PER_DIRTY * (uint64_t)t->ndirty +
+			 RESERVE_COMMIT_PER_REF * ubt_commit_ref_blocks(t)) * ns;
+	global *= ns;
 	free_bytes = ubt_meta_free_bytes(w, false);
 	for (size_t i = 0; i < w->nbgs; i++)
 		if (w->bgs[i].flags & BTRFS_BLOCK_GROUP_METADATA)
 			total += w->bgs[i].len;
 	/* A new chunk early: when the reserves are at stake or less than an
 	 * eighth of the metadata space is left. */
-	uint64_t low = UBT_MAX(need + global + RESERVE_CHUNK * ns, total / 8);
+	uint64_t low = UBT_MAX(need + (RESERVE_GLOBAL + RESERVE_CHUNK) * ns, total / 8);
 	if (free_bytes < low && !w->chunk_alloc_failed) {
 		t->allocating_chunk = true;
 		int ret = ubt_alloc_chunk(t, BTRFS_BLOCK_GROUP_METADATA);
@@ -607,8 +722,23 @@ int ubt_reserve_metadata(struct ubt_trans *t, bool deleting)
 			return ret;
 		free_bytes = ubt_meta_free_bytes(w, false);
 	}
-	if (free_bytes < need + (deleting ? 0 : global))
+	if (free_bytes < need + global) {
+		if (getenv("UBTRFS_DEBUG_SPACE"))
+			fprintf(stderr, "reserve: ENOSPC free %llu need %llu global %llu (scope %d within %d deleting %d dirty %zu refs %zu)\n",
+				(unsigned long long)free_bytes, (unsigned long long)need,
+				(unsigned long long)global, t->op_scope, within, deleting, t->ndirty, t->nrefs);
+		if (within && !w->aborted) {
+			/* Half done: what is in memory cannot be committed. */
+			ubt_log(UBT_LOG_ERROR, "metadata space ran out within an operation "
+				"(%llu bytes free, the commit needs %llu): aborting",
+				(unsigned long long)free_bytes, (unsigned long long)need);
+			w->aborted = true;
+			w->abort_err = -ENOSPC;
+		}
 		return -ENOSPC;
+	}
+	if (t->op_scope)
+		t->op_reserved = true;
 	return 0;
 }
 
@@ -616,7 +746,7 @@ int ubt_commit_space(struct ubt_trans *t)
 {
 	struct ubt_wfs *w = t->w;
 	uint64_t ns = w->fs->nodesize;
-	uint64_t want = (RESERVE_COMMIT_BASE + RESERVE_COMMIT_PER_REF * (uint64_t)t->nrefs) * ns;
+	uint64_t want = (RESERVE_COMMIT_BASE + RESERVE_COMMIT_PER_REF * ubt_commit_ref_blocks(t)) * ns;
 
 	if (w->chunk_alloc_failed || ubt_meta_free_bytes(w, false) >= want)
 		return 0;

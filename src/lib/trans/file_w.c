@@ -944,6 +944,11 @@ int ubt_file_write(struct ubt_trans *t, uint64_t subvol, uint64_t ino, uint64_t 
 		return 0;
 	if (off + len < off)
 		return -EFBIG;
+	/* The room of the whole write, before anything changes (in an
+	 * operation scope, the later tree operations only keep the commit's). */
+	ret = ubt_reserve_metadata(t, false);
+	if (ret)
+		return ret;
 	uint64_t isize = btrfs_inode_size(&w.inode);
 	uint64_t new_size = UBT_MAX(isize, off + len);
 	uint32_t ss = w.fs->sectorsize;
@@ -1050,6 +1055,11 @@ int ubt_file_truncate(struct ubt_trans *t, uint64_t subvol, uint64_t ino, uint64
 		return ret;
 	uint64_t isize = btrfs_inode_size(&w.inode);
 	uint32_t ss = w.fs->sectorsize;
+	/* Shrinking (or dropping preallocation past the end) is a deletion:
+	 * it may use the global reserve, so that a full filesystem empties. */
+	ret = ubt_reserve_metadata(t, size <= isize);
+	if (ret)
+		return ret;
 	if (size == isize) {
 		/* As btrfs_setsize does: nothing changes but the space
 		 * preallocated past the end, which goes; no new times. */
@@ -1344,6 +1354,8 @@ int ubt_file_fallocate(struct ubt_trans *t, uint64_t subvol, uint64_t ino, int m
 	if (off + len < off || off + len > (uint64_t)INT64_MAX)
 		return -EFBIG;
 	ret = fw_open(&w, t, subvol, ino);
+	if (!ret)
+		ret = ubt_reserve_metadata(t, (mode & UBT_FALLOC_PUNCH_HOLE) != 0);
 	if (ret)
 		return ret;
 	uint32_t ss = w.fs->sectorsize;
@@ -1491,6 +1503,9 @@ int ubt_file_clone(struct ubt_trans *t, uint64_t subvol, uint64_t src, uint64_t 
 	if (src == dst && src_off < dst_off + len && dst_off < src_off + len)
 		return -EINVAL;
 	uint64_t span = UBT_ALIGN_UP(len, (uint64_t)ss);
+	ret = ubt_reserve_metadata(t, false);
+	if (ret)
+		return ret;
 	ret = collect(&ws, src_off, src_off + span, &pieces, &n);
 	if (ret)
 		return ret;

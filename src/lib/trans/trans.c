@@ -562,11 +562,16 @@ int ubt_trans_commit_prepare(struct ubt_trans *t)
 	t->committing = true;
 	uint64_t dbg_free = ubt_meta_free_bytes(w, false);
 	size_t dbg_dirty = t->ndirty;
+	size_t dbg_refs = t->nrefs;
+	uint64_t dbg_bound = ubt_commit_ref_blocks(t);
 	ret = settle(t);
 	if (getenv("UBTRFS_DEBUG_SPACE"))
-		fprintf(stderr, "commit %llu: free %llu -> %llu, dirty %zu -> %zu (%d)\n",
+		fprintf(stderr, "commit %llu: free %llu -> %llu, dirty %zu -> %zu, "
+			"refs %zu (bound %llu, trees %llu) (%d)\n",
 			(unsigned long long)t->transid, (unsigned long long)dbg_free,
-			(unsigned long long)ubt_meta_free_bytes(w, false), dbg_dirty, t->ndirty, ret);
+			(unsigned long long)ubt_meta_free_bytes(w, false), dbg_dirty, t->ndirty,
+			dbg_refs, (unsigned long long)dbg_bound,
+			(unsigned long long)t->commit_tree_blocks, ret);
 	if (ret) {
 		ubt_trans_abort(t, ret);
 		return ret;

@@ -129,6 +129,13 @@ struct ubt_trans {
 	bool committing;		/* commit work uses every reserve */
 	struct btrfs_super_block new_super;	/* written by the commit */
 	bool allocating_chunk;		/* inside ubt_alloc_chunk */
+	/* Blocks of the trees a commit rewrites (ubt_commit_ref_blocks):
+	 * counted once per transaction; UINT64_MAX if not known. */
+	uint64_t commit_tree_blocks;
+	bool commit_tree_counted;
+	/* Inside one user-visible operation (ubt_op_scope): its first reserve
+	 * held back room for all of it (op_reserved). */
+	bool op_scope, op_reserved;
 };
 
 /* ---- writer lifetime (trans.c) ----------------------------------------- */
@@ -233,6 +240,24 @@ uint64_t ubt_meta_free_bytes(struct ubt_wfs *w, bool system);
  * (nothing changed).
  */
 int ubt_reserve_metadata(struct ubt_trans *t, bool deleting);
+/*
+ * The most new blocks the commit's processing of the queued reference
+ * changes may take, besides the per-dirty-block part of the reserve: one per
+ * change, but never more than the blocks of the trees that processing
+ * rewrites (each is copied at most once per transaction) plus room for the
+ * splits its insertions may cause.
+ */
+uint64_t ubt_commit_ref_blocks(struct ubt_trans *t);
+/*
+ * Begin (on) or end (off) one user-visible operation, which may make many
+ * tree operations.  Its first ubt_reserve_metadata() checks for the room of
+ * the whole operation (besides the commit's reserve and, unless deleting,
+ * the global one) and may fail with -ENOSPC, nothing changed; the later ones
+ * inside it only make sure the commit's reserve is kept, and running out
+ * there (the operation outgrew its room, half done) aborts the transaction.
+ * Outside a scope every tree operation is checked on its own.
+ */
+void ubt_op_scope(struct ubt_trans *t, bool on);
 /* During commit: a new metadata chunk when the queued work may not fit
  * (devices full: carry on with what is left). */
 int ubt_commit_space(struct ubt_trans *t);
