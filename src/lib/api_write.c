@@ -50,6 +50,8 @@ struct op {
 static int op_begin(ubtrfs_fs *f, struct op *op);
 static int op_end(struct op *op, int ret);
 static int op_end_retry(struct op *op, int ret, int *pass);
+static int truncate_steps(struct op *op, uint64_t subvol, uint64_t ino, uint64_t size,
+			  const struct btrfs_timespec *now);
 
 /* ---- inodes in use (for orphans) ---------------------------------------- */
 
@@ -215,7 +217,7 @@ static int orphan_free(ubtrfs_fs *f, uint64_t subvol, uint64_t ino, bool scan)
 		if (ret || (st.nlink && !scan))
 			return op_end(&op, ret);
 		if (st.nlink == 0 && S_ISREG(st.mode) && (st.size || st.blocks))
-			ret = ubt_file_truncate(op.t, subvol, ino, 0, NULL);
+			ret = truncate_steps(&op, subvol, ino, 0, NULL);
 		if (!ret)
 			ret = ubt_ns_orphan_delete(f->ns, op.t, subvol, ino);
 		ret = op_end_retry(&op, ret, &pass);
@@ -489,6 +491,51 @@ static int op_stat(struct op *op, int ret, uint64_t subvol, uint64_t ino, struct
 
 /* Drop the data of a regular file about to lose its last name: the engine
  * refuses to delete an inode that still has data extents. */
+/*
+ * Shrink a regular file to `size` in steps of at most TRUNCATE_STEP_ITEMS
+ * extent items, each with its own reserve (one operation's room is bounded:
+ * ubt_op_scope), committing when a step meets ENOSPC (space the transaction
+ * freed returns at its commit): a file of any number of extents can go on a
+ * full filesystem.  Each step leaves a consistent, shorter file.
+ */
+#define TRUNCATE_STEP_ITEMS 32
+static int truncate_steps(struct op *op, uint64_t subvol, uint64_t ino, uint64_t size,
+			  const struct btrfs_timespec *now)
+{
+	ubtrfs_fs *f = op->f;
+
+	for (int commits = 0;;) {
+		uint64_t to;
+		int ret = ubt_file_step_target(op->t, subvol, ino, size, TRUNCATE_STEP_ITEMS, &to);
+		if (ret)
+			return ret;
+		ubt_op_scope(op->t, true);
+		ret = ubt_file_truncate(op->t, subvol, ino, to, now);
+		if (ret == -ENOSPC && !f->fs->wr->aborted && commits < 8 &&
+		    (op->t->ndirty || op->t->nrefs)) {
+			commits++;
+			ret = commit_locked(f);
+			if (!ret)
+				ret = ubt_trans_start(f->fs, &f->trans);
+			if (ret) {
+				f->trans = NULL;
+				return ret;
+			}
+			f->nops = 0;
+			op->t = f->trans;
+			ubt_op_scope(op->t, true);
+			continue;
+		}
+		if (ret)
+			return ret;
+		if (to == size) {
+			/* What the operation does next reserves afresh. */
+			ubt_op_scope(op->t, true);
+			return 0;
+		}
+	}
+}
+
 static int drop_data_if_last(struct op *op, uint64_t subvol, uint64_t ino)
 {
 	struct ubtrfs_stat st;
@@ -508,7 +555,7 @@ static int drop_data_if_last(struct op *op, uint64_t subvol, uint64_t ino)
 		if (busy)
 			return 0;	/* it becomes an orphan and keeps its data */
 	}
-	return ubt_file_truncate(op->t, subvol, ino, 0, &op->bnow);
+	return truncate_steps(op, subvol, ino, 0, &op->bnow);
 }
 
 /* ---- namespace ------------------------------------------------------------ */
@@ -641,28 +688,18 @@ int ubtrfs_rmdir(ubtrfs_fs *f, ubtrfs_ino dir, const char *name)
 	return ret;
 }
 
-int ubtrfs_rename(ubtrfs_fs *f, ubtrfs_ino olddir, const char *oldname, ubtrfs_ino newdir,
-		  const char *newname, unsigned flags)
+/* The rename itself, inside op_begin..op_end. */
+static int rename_in(ubtrfs_fs *f, struct op *op, ubtrfs_ino olddir, const char *oldname,
+		     ubtrfs_ino newdir, const char *newname, unsigned flags)
 {
-	struct op op;
 	uint64_t src, dst;
 	uint8_t stype, dtype;
 	size_t oldlen = strlen(oldname), newlen = strlen(newname);
-	int ret;
+	int ret = 0;
 
-	if (flags & ~(UBTRFS_RENAME_NOREPLACE | UBTRFS_RENAME_EXCHANGE) ||
-	    flags == (UBTRFS_RENAME_NOREPLACE | UBTRFS_RENAME_EXCHANGE))
-		return -EINVAL;
-	if (olddir.subvol != newdir.subvol)
-		return -EXDEV;
-	ret = op_begin(f, &op);
-	if (ret)
-		return ret;
-	if (flags & UBTRFS_RENAME_EXCHANGE) {
-		ret = ubt_ns_exchange(f->ns, op.t, olddir.subvol, olddir.ino, oldname, oldlen,
-				      newdir.ino, newname, newlen, op.now);
-		return op_end(&op, ret);
-	}
+	if (flags & UBTRFS_RENAME_EXCHANGE)
+		return ubt_ns_exchange(f->ns, op->t, olddir.subvol, olddir.ino, oldname, oldlen,
+				       newdir.ino, newname, newlen, op->now);
 	if (flags & UBTRFS_RENAME_NOREPLACE) {
 		/* The VFS order: the source must exist first. */
 		ret = ubt_ns_lookup(f->fs, olddir.subvol, olddir.ino, oldname, oldlen, &src,
@@ -673,7 +710,7 @@ int ubtrfs_rename(ubtrfs_fs *f, ubtrfs_ino olddir, const char *oldname, ubtrfs_i
 			ret = ret == 0 || ret == -EXDEV ? -EEXIST : ret == -ENOENT ? 0 : ret;
 		}
 		if (ret)
-			return op_end(&op, ret);
+			return ret;
 	}
 	/* A regular file replaced with its last name loses its data first;
 	 * only when the rename is otherwise sure to go ahead. */
@@ -681,11 +718,32 @@ int ubtrfs_rename(ubtrfs_fs *f, ubtrfs_ino olddir, const char *oldname, ubtrfs_i
 	    dtype == BTRFS_FT_REG_FILE &&
 	    ubt_ns_lookup(f->fs, olddir.subvol, olddir.ino, oldname, oldlen, &src, &stype) == 0 &&
 	    stype != BTRFS_FT_DIR && src != dst)
-		ret = drop_data_if_last(&op, newdir.subvol, dst);
+		ret = drop_data_if_last(op, newdir.subvol, dst);
 	if (!ret)
-		ret = ubt_ns_rename(f->ns, op.t, olddir.subvol, olddir.ino, oldname, oldlen,
-				    newdir.ino, newname, newlen, op.now);
-	return op_end(&op, ret);
+		ret = ubt_ns_rename(f->ns, op->t, olddir.subvol, olddir.ino, oldname, oldlen,
+				    newdir.ino, newname, newlen, op->now);
+	return ret;
+}
+
+int ubtrfs_rename(ubtrfs_fs *f, ubtrfs_ino olddir, const char *oldname, ubtrfs_ino newdir,
+		  const char *newname, unsigned flags)
+{
+	struct op op;
+	int ret, pass = 0;
+
+	if (flags & ~(UBTRFS_RENAME_NOREPLACE | UBTRFS_RENAME_EXCHANGE) ||
+	    flags == (UBTRFS_RENAME_NOREPLACE | UBTRFS_RENAME_EXCHANGE))
+		return -EINVAL;
+	if (olddir.subvol != newdir.subvol)
+		return -EXDEV;
+	do {
+		ret = op_begin(f, &op);
+		if (ret)
+			return ret;
+		ret = rename_in(f, &op, olddir, oldname, newdir, newname, flags);
+		ret = op_end_retry(&op, ret, &pass);
+	} while (ret == OP_RETRY);
+	return ret;
 }
 
 /* ---- attributes and data ---------------------------------------------------- */
@@ -713,7 +771,7 @@ int ubtrfs_setattr(ubtrfs_fs *f, ubtrfs_ino id, const struct ubtrfs_setattr *a,
 		else if (!ret && !S_ISREG(st.mode))
 			ret = -EINVAL;
 		if (!ret)
-			ret = ubt_file_truncate(op.t, id.subvol, id.ino, a->size, &op.bnow);
+			ret = truncate_steps(&op, id.subvol, id.ino, a->size, &op.bnow);
 	}
 	if (a->valid & UBTRFS_SET_MODE) {
 		na.valid |= UBT_NS_SET_MODE;

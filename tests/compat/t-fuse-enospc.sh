@@ -7,13 +7,16 @@
 #   inline  100-byte files (inline extents: metadata only) until the
 #           metadata space runs out,
 #   mixed   12000-byte files, on the metadata chunks the inline round left.
+# Each round first writes a file of 600 small extents, and shrinks a few
+# of the files to an unaligned size once the filesystem is full (ENOSPC
+# or done, never half done).
 # A round writes files (100 to a directory) until 50 creates or writes have
 # failed with ENOSPC; any other error fails the test.  Then: the daemon
 # exits 0 without aborting a transaction, btrfs check is clean, and the
 # kernel shows exactly the files whose write succeeded, with their bytes
 # (one whose write met ENOSPC is empty, a failed create left nothing).  Then
-# `rm -rf` of everything through a new mount must succeed with no error (a
-# full filesystem empties), btrfs check is clean and the kernel sees the
+# `rm` of the 600-extent file and `rm -rf` of everything through a new
+# mount must succeed with no error (a full filesystem empties), btrfs check is clean and the kernel sees the
 # directory gone.  The same image goes to the next round.
 #
 # Needs root, loop devices, kernel btrfs, btrfs-progs, FUSE, python3.
@@ -46,6 +49,12 @@ def content(i):
     return out[:size]
 
 def fill():
+    # A file of 600 extents (4 KiB each, holes between) to delete on the
+    # full filesystem: more than one operation's reserve if done at once.
+    fd = os.open(os.path.join(mnt, "big"), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    for k in range(600):
+        os.pwrite(fd, content(k)[:4096].ljust(4096, b"x"), 8192 * k)
+    os.close(fd)
     top = os.path.join(mnt, "t")
     os.mkdir(top)
     fails, i, kept, made_dir = 0, 0, [], None
@@ -83,6 +92,20 @@ def fill():
             kept.append((name, i, 0))
         os.close(fd)
         i += 1
+    # Full: shrinking to an unaligned size rewrites the last sector, which
+    # needs data space - ENOSPC must leave the file as it was.
+    shrunk = 0
+    for j, (name, idx, n) in enumerate(kept):
+        if shrunk == 3:
+            break
+        if n == size and size > 4096:
+            try:
+                os.truncate(os.path.join(mnt, name), 1000)
+                kept[j] = (name, idx, 1000)
+            except OSError as e:
+                if e.errno != errno.ENOSPC:
+                    sys.exit("truncate %s: %s" % (name, e))
+            shrunk += 1
     fd = os.open(mnt, os.O_RDONLY)
     os.fsync(fd)
     os.close(fd)
@@ -109,7 +132,7 @@ def verify():
     for name, (idx, n) in want.items():
         with open(os.path.join(mnt, name), "rb") as f:
             got = f.read()
-        if got != (content(idx) if n else b""):
+        if got != content(idx)[:n]:
             sys.exit("%s: %d bytes, not the %d written" % (name, len(got), n))
     print("%d files verified" % len(want))
 
@@ -141,6 +164,10 @@ round() {
 	fi
 
 	ro_fuse_up "$mnt" "$log.rm" rw "$img" || { ro_show "$log.rm"; ro_fail "$CELL $what: second rw mount did not come up"; return 1; }
+	if ! rm "$mnt/big" 2>"$T/rm.err"; then
+		ro_show "$T/rm.err" 5
+		ro_fail "$CELL $what: rm of a 600-extent file on the full filesystem failed"
+	fi
 	if ! rm -rf "$mnt/t" 2>"$T/rm.err"; then
 		ro_show "$T/rm.err" 5
 		ro_fail "$CELL $what: rm -rf of the full filesystem failed ($(wc -l <"$T/rm.err") errors)"

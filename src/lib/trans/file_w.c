@@ -1027,7 +1027,11 @@ int ubt_file_write(struct ubt_trans *t, uint64_t subvol, uint64_t ino, uint64_t 
 		}
 		uint64_t old_end = UBT_ALIGN_UP(isize, (uint64_t)ss);
 		ret = 0;
-		if (off >= old_end)
+		/* zero_tail rewrites the sector holding i_size before the
+		 * write's own data check: both are checked first. */
+		if (off >= old_end && isize % ss)
+			ret = reserve_data(&w, UBT_ALIGN_UP(len, (uint64_t)ss) + ss);
+		if (!ret && off >= old_end)
 			ret = zero_tail(&w, subvol, isize);
 		if (!ret)
 			ret = write_data(&w, off, data, len);
@@ -1045,6 +1049,41 @@ out:
 	return ret;
 }
 
+int ubt_file_step_target(struct ubt_trans *t, uint64_t subvol, uint64_t ino, uint64_t size,
+			 unsigned per_step, uint64_t *to)
+{
+	struct fw w;
+	int ret = fw_open(&w, t, subvol, ino);
+
+	*to = size;
+	if (ret || per_step == 0)
+		return ret;
+	uint64_t isize = btrfs_inode_size(&w.inode);
+	uint64_t *ring = calloc(per_step, sizeof(*ring));
+	if (!ring)
+		return -ENOMEM;
+	struct btrfs_key min = { ino, BTRFS_EXTENT_DATA_KEY, size };
+	struct btrfs_key max = { ino, BTRFS_EXTENT_DATA_KEY, UINT64_MAX };
+	struct ubt_iter it;
+	uint64_t n = 0;
+	ubt_iter_start(&it, &w.fs->tree, &w.root->ref, &min, &max);
+	while ((ret = ubt_iter_next(&it)) == 0)
+		ring[n++ % per_step] = it.key.offset;
+	ubt_iter_end(&it);
+	if (ret < 0) {
+		free(ring);
+		return ret;
+	}
+	if (n > per_step) {
+		/* The first item of the last per_step ones. */
+		uint64_t at = UBT_ALIGN_UP(ring[n % per_step], (uint64_t)w.fs->sectorsize);
+		if (at > size && at < isize)
+			*to = at;
+	}
+	free(ring);
+	return 0;
+}
+
 int ubt_file_truncate(struct ubt_trans *t, uint64_t subvol, uint64_t ino, uint64_t size,
 		      const struct btrfs_timespec *now)
 {
@@ -1060,6 +1099,22 @@ int ubt_file_truncate(struct ubt_trans *t, uint64_t subvol, uint64_t ino, uint64
 	ret = ubt_reserve_metadata(t, size <= isize);
 	if (ret)
 		return ret;
+	/* Data the truncate writes, checked before anything changes: an
+	 * inline extent that no longer fits inline, the zero-padded sector at
+	 * a new unaligned end, the sector holding the old end when growing. */
+	if (size != isize) {
+		uint64_t data = 0;
+		ret = has_inline(&w);
+		if (ret < 0)
+			return ret;
+		if (ret > 0 && !(size <= MAX_INLINE && size < ss))
+			data = UBT_ALIGN_UP(size, (uint64_t)ss);
+		else if (!ret && ((size < isize && size % ss) || (size > isize && isize % ss)))
+			data = ss;
+		ret = data ? reserve_data(&w, data) : 0;
+		if (ret)
+			return ret;
+	}
 	if (size == isize) {
 		/* As btrfs_setsize does: nothing changes but the space
 		 * preallocated past the end, which goes; no new times. */
@@ -1145,15 +1200,18 @@ static int uninline(struct fw *w)
 {
 	uint8_t *old;
 	size_t old_len;
-	int ret = take_inline(w, &old, &old_len);
+	/* The sector it becomes is checked for before the inline extent
+	 * goes (ENOSPC must leave it as it was). */
+	int ret = has_inline(w);
 
+	if (ret > 0)
+		ret = reserve_data(w, w->fs->sectorsize);
+	if (!ret)
+		ret = take_inline(w, &old, &old_len);
 	if (ret || !old)
 		return ret;
-	if (old_len) {
-		ret = reserve_data(w, w->fs->sectorsize);
-		if (!ret)
-			ret = write_regular(w, 0, old, old_len);
-	}
+	if (old_len)
+		ret = write_regular(w, 0, old, old_len);
 	free(old);
 	return ret;
 }

@@ -24,6 +24,11 @@ int ubt_file_write(struct ubt_trans *t, uint64_t subvol, uint64_t ino, uint64_t 
  * partial last sector rewritten zero-padded); growing adds a hole. */
 int ubt_file_truncate(struct ubt_trans *t, uint64_t subvol, uint64_t ino, uint64_t size,
 		      const struct btrfs_timespec *now);
+/* For shrinking a file in steps: *to = the size that leaves at most
+ * `per_step` extent items between it and the end (sector aligned, below
+ * the current size), or `size` itself when that is the last step. */
+int ubt_file_step_target(struct ubt_trans *t, uint64_t subvol, uint64_t ino, uint64_t size,
+			 unsigned per_step, uint64_t *to);
 
 /* fallocate(2) modes (Linux values). */
 #define UBT_FALLOC_KEEP_SIZE	0x01
