@@ -7,9 +7,9 @@
 #   inline  100-byte files (inline extents: metadata only) until the
 #           metadata space runs out,
 #   mixed   12000-byte files, on the metadata chunks the inline round left.
-# Each round first writes a file of 600 small extents, and shrinks a few
-# of the files to an unaligned size once the filesystem is full (ENOSPC
-# or done, never half done).
+# Each round first writes a file of 600 small extents, and once the
+# filesystem is full shrinks a few files to an unaligned size and punches
+# unaligned holes into a few others (ENOSPC or done, never half done).
 # A round writes files (100 to a directory) until 50 creates or writes have
 # failed with ENOSPC; any other error fails the test.  Then: the daemon
 # exits 0 without aborting a transaction, btrfs check is clean, and the
@@ -38,8 +38,18 @@ oracle_init
 # "name index size" line for every file that exists afterwards (size: the
 # bytes it must hold).  verify: the tree under MNT/t is exactly LIST.
 cat >"$T/files.py" <<'PY'
-import errno, hashlib, os, sys
+import ctypes, errno, hashlib, os, sys
 mode, mnt, size, seed, listing = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], sys.argv[5]
+
+PUNCH_LEN = 4000
+
+def expect(i, n):
+    # n < 0: -n bytes with [100, 100 + PUNCH_LEN) punched
+    if n >= 0:
+        return content(i)[:n]
+    b = bytearray(content(i)[:-n])
+    b[100:100 + PUNCH_LEN] = bytes(len(b[100:100 + PUNCH_LEN]))
+    return bytes(b)
 
 def content(i):
     out, n = b"", 0
@@ -106,13 +116,29 @@ def fill():
                 if e.errno != errno.ENOSPC:
                     sys.exit("truncate %s: %s" % (name, e))
             shrunk += 1
+    # Full: punching a hole with unaligned edges rewrites the partial
+    # sectors zeroed - ENOSPC or done, never half done.
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
+    punched = 0
+    for j, (name, idx, n) in enumerate(kept):
+        if punched == 3:
+            break
+        if n == size and size > 4096:
+            fd = os.open(os.path.join(mnt, name), os.O_WRONLY)
+            if libc.fallocate(fd, 3, 100, PUNCH_LEN) == 0:   # PUNCH_HOLE | KEEP_SIZE
+                kept[j] = (name, idx, -n)
+            elif ctypes.get_errno() != errno.ENOSPC:
+                sys.exit("punch %s: %s" % (name, os.strerror(ctypes.get_errno())))
+            os.close(fd)
+            punched += 1
     fd = os.open(mnt, os.O_RDONLY)
     os.fsync(fd)
     os.close(fd)
     with open(listing, "w") as f:
         for name, idx, n in kept:
             f.write("%s %d %d\n" % (name, idx, n))
-    full = sum(1 for k in kept if k[2])
+    full = sum(1 for k in kept if k[2] != 0)
     print("%d files of %d bytes, %d empty after ENOSPC" % (full, size, len(kept) - full))
     if full < 10:
         sys.exit("only %d files fit" % full)
@@ -132,8 +158,8 @@ def verify():
     for name, (idx, n) in want.items():
         with open(os.path.join(mnt, name), "rb") as f:
             got = f.read()
-        if got != content(idx)[:n]:
-            sys.exit("%s: %d bytes, not the %d written" % (name, len(got), n))
+        if got != expect(idx, n):
+            sys.exit("%s: %d bytes, not the %d written" % (name, len(got), abs(n)))
     print("%d files verified" % len(want))
 
 fill() if mode == "fill" else verify()

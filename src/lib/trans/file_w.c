@@ -1433,8 +1433,8 @@ int ubt_file_fallocate(struct ubt_trans *t, uint64_t subvol, uint64_t ino, int m
 	/* ENOSPC before anything changes (the kernel reserves the whole range
 	 * up front too): the gaps to preallocate - all of [a, b) once a
 	 * ZERO_RANGE punched it - and a sector for an inline extent. */
+	uint64_t need = 0;
 	if (alloc && a < b) {
-		uint64_t need = 0;
 		if (mode & UBT_FALLOC_ZERO_RANGE)
 			need = b - a;
 		else
@@ -1444,8 +1444,21 @@ int ubt_file_fallocate(struct ubt_trans *t, uint64_t subvol, uint64_t ino, int m
 			ret = inl;
 		else if (inl)
 			need += ss;
-		if (!ret && need)
-			ret = reserve_data(&w, need);
+		if (ret)
+			return ret;
+	}
+	/* And the sectors rewritten zeroed: partial ones at the edges of a
+	 * punch or zeroed range, the one holding an unaligned old end. */
+	if (mode & (UBT_FALLOC_PUNCH_HOLE | UBT_FALLOC_ZERO_RANGE)) {
+		if (off % ss && off < isize)
+			need += ss;
+		if (end % ss && end < isize)
+			need += ss;
+	}
+	if ((grow || (alloc && a < b && a > lim)) && isize % ss)
+		need += ss;
+	if (need) {
+		ret = reserve_data(&w, need);
 		if (ret)
 			return ret;
 	}
