@@ -503,14 +503,18 @@ static int truncate_steps(struct op *op, uint64_t subvol, uint64_t ino, uint64_t
 			  const struct btrfs_timespec *now)
 {
 	ubtrfs_fs *f = op->f;
+	uint64_t *to;
+	size_t n;
+	int ret = ubt_file_step_targets(op->t, subvol, ino, size, TRUNCATE_STEP_ITEMS, &to, &n);
 
-	for (int commits = 0;;) {
-		uint64_t to;
-		int ret = ubt_file_step_target(op->t, subvol, ino, size, TRUNCATE_STEP_ITEMS, &to);
-		if (ret)
-			return ret;
+	if (ret)
+		return ret;
+	/* The items only shrink from the end (this operation holds the
+	 * lock), so the targets stay valid across the commits below. */
+	for (size_t i = 0, commits = 0; i <= n;) {
+		uint64_t sz = i < n ? to[i] : size;
 		ubt_op_scope(op->t, true);
-		ret = ubt_file_truncate(op->t, subvol, ino, to, now);
+		ret = ubt_file_truncate(op->t, subvol, ino, sz, now);
 		if (ret == -ENOSPC && !f->fs->wr->aborted && commits < 8 &&
 		    (op->t->ndirty || op->t->nrefs)) {
 			commits++;
@@ -519,21 +523,21 @@ static int truncate_steps(struct op *op, uint64_t subvol, uint64_t ino, uint64_t
 				ret = ubt_trans_start(f->fs, &f->trans);
 			if (ret) {
 				f->trans = NULL;
-				return ret;
+				break;
 			}
 			f->nops = 0;
 			op->t = f->trans;
-			ubt_op_scope(op->t, true);
 			continue;
 		}
 		if (ret)
-			return ret;
-		if (to == size) {
-			/* What the operation does next reserves afresh. */
-			ubt_op_scope(op->t, true);
-			return 0;
-		}
+			break;
+		i++;
 	}
+	free(to);
+	/* What the operation does next reserves afresh. */
+	if (!ret)
+		ubt_op_scope(op->t, true);
+	return ret;
 }
 
 static int drop_data_if_last(struct op *op, uint64_t subvol, uint64_t ino)

@@ -1049,38 +1049,82 @@ out:
 	return ret;
 }
 
-int ubt_file_step_target(struct ubt_trans *t, uint64_t subvol, uint64_t ino, uint64_t size,
-			 unsigned per_step, uint64_t *to)
+/* Every extent item of `ino` from offset `from` on: fn(ctx, index, offset). */
+static int each_item(struct fw *w, uint64_t from, void (*fn)(void *ctx, uint64_t i, uint64_t off),
+		     void *ctx)
+{
+	struct btrfs_key min = { w->ino, BTRFS_EXTENT_DATA_KEY, from };
+	struct btrfs_key max = { w->ino, BTRFS_EXTENT_DATA_KEY, UINT64_MAX };
+	struct ubt_iter it;
+	uint64_t i = 0;
+	int ret;
+
+	ubt_iter_start(&it, &w->fs->tree, &w->root->ref, &min, &max);
+	while ((ret = ubt_iter_next(&it)) == 0)
+		fn(ctx, i++, it.key.offset);
+	ubt_iter_end(&it);
+	return ret < 0 ? ret : 0;
+}
+
+struct steps {
+	uint64_t count, per_step, *v;
+	size_t n;
+};
+
+static void count_item(void *ctx, uint64_t i, uint64_t off)
+{
+	(void)i;
+	(void)off;
+	((struct steps *)ctx)->count++;
+}
+
+/* Items count - k * per_step (k = 1, 2, ...) start the steps, last first. */
+static void pick_item(void *ctx, uint64_t i, uint64_t off)
+{
+	struct steps *st = ctx;
+
+	if (i > 0 && (st->count - i) % st->per_step == 0)
+		st->v[(st->count - i) / st->per_step - 1] = off;
+}
+
+int ubt_file_step_targets(struct ubt_trans *t, uint64_t subvol, uint64_t ino, uint64_t size,
+			  unsigned per_step, uint64_t **out, size_t *n)
 {
 	struct fw w;
+	struct steps st = { 0, per_step, NULL, 0 };
 	int ret = fw_open(&w, t, subvol, ino);
 
-	*to = size;
+	*out = NULL;
+	*n = 0;
 	if (ret || per_step == 0)
 		return ret;
 	uint64_t isize = btrfs_inode_size(&w.inode);
-	uint64_t *ring = calloc(per_step, sizeof(*ring));
-	if (!ring)
+	ret = each_item(&w, size, count_item, &st);
+	if (ret || st.count <= per_step)
+		return ret;
+	size_t k = (size_t)((st.count - 1) / per_step);
+	st.v = calloc(k, sizeof(*st.v));
+	if (!st.v)
 		return -ENOMEM;
-	struct btrfs_key min = { ino, BTRFS_EXTENT_DATA_KEY, size };
-	struct btrfs_key max = { ino, BTRFS_EXTENT_DATA_KEY, UINT64_MAX };
-	struct ubt_iter it;
-	uint64_t n = 0;
-	ubt_iter_start(&it, &w.fs->tree, &w.root->ref, &min, &max);
-	while ((ret = ubt_iter_next(&it)) == 0)
-		ring[n++ % per_step] = it.key.offset;
-	ubt_iter_end(&it);
-	if (ret < 0) {
-		free(ring);
+	ret = each_item(&w, size, pick_item, &st);
+	if (ret) {
+		free(st.v);
 		return ret;
 	}
-	if (n > per_step) {
-		/* The first item of the last per_step ones. */
-		uint64_t at = UBT_ALIGN_UP(ring[n % per_step], (uint64_t)w.fs->sectorsize);
-		if (at > size && at < isize)
-			*to = at;
+	/* Sector aligned, strictly between size and the current end,
+	 * descending. */
+	uint64_t last = isize;
+	for (size_t i = 0; i < k; i++) {
+		uint64_t at = UBT_ALIGN_UP(st.v[i], (uint64_t)w.fs->sectorsize);
+		if (at > size && at < last)
+			st.v[st.n++] = last = at;
 	}
-	free(ring);
+	if (st.n == 0) {
+		free(st.v);
+		st.v = NULL;
+	}
+	*out = st.v;
+	*n = st.n;
 	return 0;
 }
 

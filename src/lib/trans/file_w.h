@@ -24,11 +24,12 @@ int ubt_file_write(struct ubt_trans *t, uint64_t subvol, uint64_t ino, uint64_t 
  * partial last sector rewritten zero-padded); growing adds a hole. */
 int ubt_file_truncate(struct ubt_trans *t, uint64_t subvol, uint64_t ino, uint64_t size,
 		      const struct btrfs_timespec *now);
-/* For shrinking a file in steps: *to = the size that leaves at most
- * `per_step` extent items between it and the end (sector aligned, below
- * the current size), or `size` itself when that is the last step. */
-int ubt_file_step_target(struct ubt_trans *t, uint64_t subvol, uint64_t ino, uint64_t size,
-			 unsigned per_step, uint64_t *to);
+/* For shrinking a file to `size` in steps: the sizes to truncate to first
+ * (descending, sector aligned, between `size` and the current size), each
+ * leaving at most `per_step` extent items past it.  *out (malloc'd, NULL
+ * when none) holds *n of them. */
+int ubt_file_step_targets(struct ubt_trans *t, uint64_t subvol, uint64_t ino, uint64_t size,
+			  unsigned per_step, uint64_t **out, size_t *n);
 
 /* fallocate(2) modes (Linux values). */
 #define UBT_FALLOC_KEEP_SIZE	0x01
