@@ -1483,14 +1483,15 @@ int ubt_file_fallocate(struct ubt_trans *t, uint64_t subvol, uint64_t ino, int m
 			need = b - a;
 		else
 			ret = for_gaps(&w, a, b, count_gap, &need);
-		int inl = ret ? 0 : has_inline(&w);
-		if (inl < 0)
-			ret = inl;
-		else if (inl)
-			need += ss;
 		if (ret)
 			return ret;
 	}
+	/* uninline below turns an inline extent into a sector of data. */
+	int inl = has_inline(&w);
+	if (inl < 0)
+		return inl;
+	if (inl)
+		need += ss;
 	/* And the sectors rewritten zeroed: partial ones at the edges of a
 	 * punch or zeroed range, the one holding an unaligned old end. */
 	if (mode & (UBT_FALLOC_PUNCH_HOLE | UBT_FALLOC_ZERO_RANGE)) {
@@ -1624,7 +1625,17 @@ int ubt_file_clone(struct ubt_trans *t, uint64_t subvol, uint64_t src, uint64_t 
 	ret = collect(&ws, src_off, src_off + span, &pieces, &n);
 	if (ret)
 		return ret;
-	ret = uninline(&w);
+	/* Data written before the clone: the sector an inline extent
+	 * becomes, the one holding an unaligned end the clone starts past. */
+	uint64_t need = 0;
+	ret = has_inline(&w);
+	if (ret > 0)
+		need += ss;
+	if (ret >= 0 && dst_off > isize && isize % ss)
+		need += ss;
+	ret = ret < 0 ? ret : need ? reserve_data(&w, need) : 0;
+	if (!ret)
+		ret = uninline(&w);
 	if (!ret && dst_off > isize)
 		ret = zero_tail(&w, subvol, isize);
 	if (!ret && dst_off > UBT_ALIGN_UP(isize, (uint64_t)ss))
