@@ -442,6 +442,16 @@ static int op_end(struct op *op, int ret)
 {
 	ubtrfs_fs *f = op->f;
 
+	/* A read or memory failure after the operation's reserve - after its
+	 * first change, perhaps (a data extent taken, an item inserted) - may
+	 * leave it half done: the transaction must not be committed. */
+	if ((ret == -EIO || ret == -EUCLEAN || ret == -ENOMEM) && f->trans &&
+	    f->trans->op_reserved && !f->fs->wr->aborted) {
+		ubt_log(UBT_LOG_ERROR, "a write operation failed part way (%s): aborting",
+			ubt_strerror(ret));
+		f->fs->wr->aborted = true;
+		f->fs->wr->abort_err = ret;
+	}
 	if (f->fs->wr->aborted) {
 		/* The engine gave up on the transaction (half-done change):
 		 * readers go back to the last commit. */
