@@ -106,6 +106,17 @@ if [[ -z ${UBTRFS_SOURCE_ROOT:-} ]]; then
 	UBTRFS_SOURCE_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)
 fi
 ORACLE_TOOLS=$UBTRFS_SOURCE_ROOT/tests/tools
+# A python3 reached through a version manager's shim (pyenv) costs ~0.4 s
+# a start, and the tests start python thousands of times: put the
+# interpreter's own directory first in PATH so every `python3` is direct.
+if [[ -z ${ORACLE_PYTHON:-} ]] && _oracle_py=$(command -v python3); then
+	_oracle_py=$(python3 -c 'import sys; print(sys.executable)' 2>/dev/null) || _oracle_py=
+	if [[ $_oracle_py == /* && -x $_oracle_py && ${_oracle_py%/*} != "$(dirname "$(command -v python3)")" ]]; then
+		PATH=${_oracle_py%/*}:$PATH
+		export PATH
+	fi
+	unset _oracle_py
+fi
 ORACLE_PYTHON=${ORACLE_PYTHON:-python3}
 ORACLE_NAME=$(basename "$0" .sh)
 ORACLE_TMP=
@@ -726,10 +737,35 @@ oracle_shared_images() {
 	printf '%s\n' "$d"
 }
 
+# oracle_unpack SRC DEST: DEST becomes the raw image SRC holds (.xz, a tar,
+# or a btrfs-image dump restored).  With UBTRFS_IMAGE_CACHE set (scripts/test
+# sets it), each SRC is unpacked once into that directory, keyed by its path,
+# size and mtime, and DEST is a sparse copy: the crafted images hold 10 GB of
+# mostly zeros, and several tests, twice per suite run, read them all.
 oracle_unpack() {
 	(($# == 2)) || oracle_fail "usage: oracle_unpack SRC DEST"
-	local src=$1 dest=$2 tmp magic
+	local src=$1 dest=$2 cache=${UBTRFS_IMAGE_CACHE:-} key
 	[[ -f $src ]] || oracle_fail "oracle_unpack: no such file: $src"
+	if [[ -z $cache ]]; then
+		_oracle_unpack_raw "$src" "$dest"
+		return
+	fi
+	key=$(realpath -- "$src" | sha256sum)
+	key=${key:0:24}-$(stat -L -c '%s-%Y' -- "$src")
+	if [[ ! -f $cache/$key.img ]]; then
+		mkdir -p -- "$cache" || oracle_fail "oracle_unpack: cannot create $cache"
+		# Unpacked under a private name, then renamed: tests running in
+		# parallel may unpack the same image at once.
+		_oracle_unpack_raw "$src" "$cache/$key.img.$$"
+		mv -f -- "$cache/$key.img.$$" "$cache/$key.img" ||
+			oracle_fail "oracle_unpack: cannot store $cache/$key.img"
+	fi
+	cp --sparse=always -- "$cache/$key.img" "$dest" ||
+		oracle_fail "oracle_unpack: cp $cache/$key.img"
+}
+
+_oracle_unpack_raw() {
+	local src=$1 dest=$2 tmp magic
 	tmp=$dest.unpack.$$
 	rm -rf -- "$tmp"
 	case $src in
