@@ -109,9 +109,11 @@ ORACLE_TOOLS=$UBTRFS_SOURCE_ROOT/tests/tools
 # A python3 reached through a version manager's shim (pyenv) costs ~0.4 s
 # a start, and the tests start python thousands of times: put the
 # interpreter's own directory first in PATH so every `python3` is direct.
-if [[ -z ${ORACLE_PYTHON:-} ]] && _oracle_py=$(command -v python3); then
+# Only for a shim: a plain /usr/bin/python3 leaves PATH as it is.
+if [[ -z ${ORACLE_PYTHON:-} ]] && _oracle_py=$(command -v python3) &&
+	[[ $_oracle_py == */shims/* ]]; then
 	_oracle_py=$(python3 -c 'import sys; print(sys.executable)' 2>/dev/null) || _oracle_py=
-	if [[ $_oracle_py == /* && -x $_oracle_py && ${_oracle_py%/*} != "$(dirname "$(command -v python3)")" ]]; then
+	if [[ $_oracle_py == /* && -x $_oracle_py && $_oracle_py != */shims/* ]]; then
 		PATH=${_oracle_py%/*}:$PATH
 		export PATH
 	fi
@@ -750,10 +752,17 @@ oracle_unpack() {
 		_oracle_unpack_raw "$src" "$dest"
 		return
 	fi
-	key=$(realpath -- "$src" | sha256sum)
+	# btrfs-image restores dumps: a new btrfs-progs means new entries.
+	if [[ -z ${_ORACLE_UNPACK_VER:-} ]]; then
+		_ORACLE_UNPACK_VER="unpack-1 $(btrfs --version 2>/dev/null | head -n 1)"
+	fi
+	key=$(printf '%s\n%s\n' "$(realpath -- "$src")" "$_ORACLE_UNPACK_VER" | sha256sum)
 	key=${key:0:24}-$(stat -L -c '%s-%Y' -- "$src")
 	if [[ ! -f $cache/$key.img ]]; then
 		mkdir -p -- "$cache" || oracle_fail "oracle_unpack: cannot create $cache"
+		# Leftovers of unpacks that failed or were killed (an hour old).
+		find "$cache" -maxdepth 1 -name '*.img.*' -mmin +60 \
+			-exec rm -rf -- {} + 2>/dev/null || true
 		# Unpacked under a private name, then renamed: tests running in
 		# parallel may unpack the same image at once.
 		_oracle_unpack_raw "$src" "$cache/$key.img.$$"
