@@ -20,6 +20,11 @@ enum ubtrfs_killpriv_op {
  * tell. */
 bool ubtrfs_pid_capable(int pid, int cap_bit);
 
+/* Is thread pid (blocked in a request of ours) inside chown(2), lchown,
+ * fchown or fchownat?  1 yes, 0 in another system call, -1 cannot tell
+ * (no /proc, no permission, another pid namespace). */
+int ubtrfs_pid_in_chown(int pid);
+
 /* The mode a file keeps after op by a caller with or without CAP_FSETID,
  * in or out of the file's group. */
 uint32_t ubtrfs_killpriv_mode(uint32_t mode, enum ubtrfs_killpriv_op op, bool capable,

@@ -29,6 +29,7 @@
 #define FUSE_USE_VERSION 312
 #include "ubtrfs_fuse.h"
 #include "fuse_acl.h"
+#include "fuse_init_io.h"
 #include "fuse_killpriv.h"
 
 #include <errno.h>
@@ -61,6 +62,8 @@ struct fuse_state {
 	bool rw;
 	bool acl;		/* rw: the kernel enforces POSIX ACLs (FUSE_CAP_POSIX_ACL) */
 	bool dont_mask;		/* rw: we apply the umask (FUSE_CAP_DONT_MASK) */
+	/* rw: the device I/O that negotiates HANDLE_KILLPRIV_V2 (init_io.c) */
+	struct ubtrfs_init_io io;
 	/* the commit timer (rw): every commit_interval seconds */
 	unsigned commit_interval;
 	pthread_t timer;
@@ -947,9 +950,24 @@ static void op_setattr(fuse_req_t req, fuse_ino_t node, struct stat *attr, int t
 					     empty ? UBTRFS_KILLPRIV_SGID_ONLY :
 						     UBTRFS_KILLPRIV_CHOWN;
 		uint32_t keep = st.mode;
-		if (!empty || ctx->uid == st.uid || (st.mode & S_ISGID &&
-						     ubtrfs_pid_capable(ctx->pid, UBTRFS_CAP_FOWNER)))
+		/* KILLPRIV_V2: an empty SETATTR is chown(-1, -1) or the
+		 * kernel's step before a write (which clears by itself). */
+		int chown_noop = empty && s->io.killpriv_v2 ? ubtrfs_pid_in_chown(ctx->pid) : -1;
+		if (chown_noop == 1) {
+			keep = killpriv_mode(req, &st, UBTRFS_KILLPRIV_CHOWN);
+			/* The VFS makes that a mode change: the owner's or
+			 * CAP_FOWNER's only. */
+			if (keep != st.mode && ctx->uid != st.uid &&
+			    !ubtrfs_pid_capable(ctx->pid, UBTRFS_CAP_FOWNER)) {
+				fuse_reply_err(req, EPERM);
+				return;
+			}
+		} else if (chown_noop == 0) {
+			/* nothing: the WRITE that follows clears */
+		} else if (!empty || ctx->uid == st.uid ||
+			   (st.mode & S_ISGID && ubtrfs_pid_capable(ctx->pid, UBTRFS_CAP_FOWNER))) {
 			keep = killpriv_mode(req, &st, op);
+		}
 		if (keep != st.mode) {
 			if (!(a.valid & UBTRFS_SET_MODE))
 				a.mode = st.mode & 07777;
@@ -1031,13 +1049,6 @@ static void op_fsync(fuse_req_t req, fuse_ino_t node, int datasync, struct fuse_
 	(void)datasync;
 	(void)fi;
 	fuse_reply_err(req, -ubtrfs_commit(state(req)->fs));
-}
-
-static void op_flush(fuse_req_t req, fuse_ino_t node, struct fuse_file_info *fi)
-{
-	(void)node;
-	(void)fi;
-	fuse_reply_err(req, 0);
 }
 
 static void op_release(fuse_req_t req, fuse_ino_t node, struct fuse_file_info *fi)
@@ -1304,7 +1315,8 @@ static const struct fuse_lowlevel_ops rw_ops = {
 	.write = op_write,
 	.fsync = op_fsync,
 	.fsyncdir = op_fsync,
-	.flush = op_flush,
+	/* No flush: the first FLUSH answers ENOSYS and the kernel sends no
+	 * more (a round trip per close saved); nothing is buffered here. */
 	.release = op_release,
 	.releasedir = op_release,
 	.setxattr = op_setxattr,
@@ -1315,6 +1327,16 @@ static const struct fuse_lowlevel_ops rw_ops = {
 	.forget = op_forget,
 	.forget_multi = op_forget_multi,
 };
+
+static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
+{
+	return ubtrfs_init_io_read(&((struct fuse_state *)userdata)->io, fd, buf, len);
+}
+
+static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
+{
+	return ubtrfs_init_io_writev(&((struct fuse_state *)userdata)->io, fd, iov, count);
+}
 
 int ubtrfs_fuse_serve(ubtrfs_fs *fs, const struct ubtrfs_fuse_opts *o)
 {
@@ -1372,6 +1394,16 @@ int ubtrfs_fuse_serve(ubtrfs_fs *fs, const struct ubtrfs_fuse_opts *o)
 		goto out_destroy;
 	if (fuse_session_mount(se, o->mountpoint) != 0)
 		goto out_signals;
+	/* Read-write: our own device I/O, which offers the kernel to leave
+	 * setuid/setgid clearing to us (init_io.c).  UBTRFS_NO_KILLPRIV_V2=1
+	 * keeps the kernel's own clearing (for comparison). */
+	const char *nokp = getenv("UBTRFS_NO_KILLPRIV_V2");
+	ubtrfs_init_io_reset(&s.io, s.rw && !(nokp && *nokp == '1'));
+	if (s.rw) {
+		static const struct fuse_custom_io cio = { .read = io_read, .writev = io_writev };
+		if (fuse_session_custom_io(se, &cio, fuse_session_fd(se)) != 0)
+			ubtrfs_init_io_reset(&s.io, false);	/* libfuse's own I/O */
+	}
 	/* The mount exists now: the parent may return to its caller. */
 	if (fuse_daemonize(o->foreground) != 0)
 		goto out_unmount;

@@ -15,12 +15,20 @@
  *   - directories keep both bits.
  * (security.capability is removed by the kernel itself: it sends a
  * REMOVEXATTR.)
+ *
+ * With FUSE_HANDLE_KILLPRIV_V2 (negotiated by init_io.c) the kernel clears
+ * nothing itself and strips the mode it would have set from a chown's
+ * SETATTR, so chown(-1, -1) reaches us as a SETATTR with nothing in it -
+ * as does the kernel's own step before a write that removes
+ * security.capability.  What the caller is doing tells them apart
+ * (ubtrfs_pid_in_chown).
  */
 #include "fuse_killpriv.h"
 
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 /* Is pid in our user namespace?  CapEff counts in the process's own
@@ -81,4 +89,38 @@ uint32_t ubtrfs_killpriv_mode(uint32_t mode, enum ubtrfs_killpriv_op op, bool ca
 	if (!gexec && !capable && !in_group)
 		out &= ~(uint32_t)S_ISGID;
 	return out;
+}
+
+int ubtrfs_pid_in_chown(int pid)
+{
+	char path[64];
+	long nr;
+
+	if (pid <= 0)
+		return -1;
+	snprintf(path, sizeof(path), "/proc/%d/syscall", pid);
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return -1;
+	int n = fscanf(f, "%ld", &nr);
+	fclose(f);
+	if (n != 1 || nr < 0)
+		return -1;	/* not in a system call ("running"), or unreadable */
+	switch (nr) {
+#ifdef SYS_chown
+	case SYS_chown:
+#endif
+#ifdef SYS_lchown
+	case SYS_lchown:
+#endif
+#ifdef SYS_fchown
+	case SYS_fchown:
+#endif
+#ifdef SYS_fchownat
+	case SYS_fchownat:
+#endif
+		return 1;
+	default:
+		return 0;
+	}
 }
