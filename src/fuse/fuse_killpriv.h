@@ -20,10 +20,16 @@ enum ubtrfs_killpriv_op {
  * tell. */
 bool ubtrfs_pid_capable(int pid, int cap_bit);
 
-/* Is thread pid (blocked in a request of ours) inside chown(2), lchown,
- * fchown or fchownat?  1 yes, 0 in another system call, -1 cannot tell
- * (no /proc, no permission, another pid namespace). */
-int ubtrfs_pid_in_chown(int pid);
+/* Which system call is thread pid (blocked in a request of ours) in?
+ * From /proc/PID/syscall; UNKNOWN without /proc, without permission, for
+ * a caller in another pid namespace (pid 0) or on other systems. */
+enum ubtrfs_syscall_kind {
+	UBTRFS_SYSCALL_UNKNOWN = -1,
+	UBTRFS_SYSCALL_OTHER = 0,
+	UBTRFS_SYSCALL_CHOWN,	/* chown, lchown, fchown, fchownat */
+	UBTRFS_SYSCALL_OPEN,	/* open, creat, openat, openat2 */
+};
+int ubtrfs_pid_syscall(int pid);
 
 /* The mode a file keeps after op by a caller with or without CAP_FSETID,
  * in or out of the file's group. */

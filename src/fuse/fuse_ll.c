@@ -188,11 +188,9 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	/* Let the kernel cache pages across opens and read ahead freely. */
 	if (conn->capable & FUSE_CAP_EXPORT_SUPPORT)
 		conn->want |= FUSE_CAP_EXPORT_SUPPORT;
-	/* O_TRUNC: read-write mounts take it with the OPEN (op_open). */
-	if (s->rw && (conn->capable & FUSE_CAP_ATOMIC_O_TRUNC))
-		conn->want |= FUSE_CAP_ATOMIC_O_TRUNC;
-	else
-		conn->want &= ~(unsigned)FUSE_CAP_ATOMIC_O_TRUNC;
+	/* O_TRUNC comes as a SETATTR (there is no OPEN: op_open); with
+	 * ATOMIC_O_TRUNC the kernel would leave it to an OPEN never sent. */
+	conn->want &= ~(unsigned)FUSE_CAP_ATOMIC_O_TRUNC;
 	/*
 	 * No READDIRPLUS: it makes every readdir stat every entry, which reads
 	 * nearly every leaf of the tree for a plain `find` (4.7x the kernel
@@ -335,7 +333,7 @@ static uint32_t killpriv_mode(fuse_req_t req, const struct ubtrfs_stat *st,
 {
 	const struct fuse_ctx *ctx = fuse_req_ctx(req);
 
-	if (!S_ISREG(st->mode) || !(st->mode & (S_ISUID | S_ISGID)) ||
+	if (S_ISDIR(st->mode) || !(st->mode & (S_ISUID | S_ISGID)) ||
 	    (ctx->pid <= 0 && ctx->uid == 0))
 		return st->mode;
 	bool cap = ubtrfs_pid_capable(ctx->pid, UBTRFS_CAP_FSETID);
@@ -363,36 +361,22 @@ static int killpriv_write(fuse_req_t req, ubtrfs_ino id)
 	return ubtrfs_setattr(s->fs, id, &a, NULL);
 }
 
+/*
+ * OPEN answers ENOSYS in both modes: the kernel then sends no OPEN and no
+ * RELEASE for regular files again (two round trips per open saved) and
+ * keeps their page cache across opens.  That is safe read-write too: every
+ * change to a file's bytes comes through this mount's kernel inode, which
+ * updates or drops its pages itself (write-through WRITE, truncating
+ * SETATTR, fallocate, copy_file_range), and a changed size or mtime in a
+ * reply drops them too (auto_inval_data).  There is no per-open state.
+ * Without ATOMIC_O_TRUNC (op_init) an O_TRUNC open reaches us as a
+ * truncating SETATTR; without CREATE (rw_ops) an O_CREAT open as MKNOD.
+ */
 static void op_open(fuse_req_t req, fuse_ino_t node, struct fuse_file_info *fi)
 {
 	(void)node;
-	if (!state(req)->rw) {
-		fuse_reply_err(req, ENOSYS);
-		return;
-	}
-	/* Read-write: a real reply, page cache dropped at each open (the
-	 * file may have changed through another node or a truncate).
-	 * O_TRUNC comes with the OPEN (ATOMIC_O_TRUNC): size 0 and new
-	 * times, as open(2) gives them even to an empty file. */
-	if (fi->flags & O_TRUNC) {
-		struct fuse_state *s = state(req);
-		struct ubtrfs_setattr a;
-		ubtrfs_ino id;
-		memset(&a, 0, sizeof(a));
-		a.valid = UBTRFS_SET_SIZE | UBTRFS_SET_MTIME | UBTRFS_SET_MTIME_NOW;
-		from_node(s, node, &id);
-		/* The kernel leaves setuid/setgid to us here (ATOMIC_O_TRUNC). */
-		int ret = killpriv_write(req, id);
-		if (!ret)
-			ret = ubtrfs_setattr(s->fs, id, &a, NULL);
-		if (ret) {
-			fuse_reply_err(req, -ret);
-			return;
-		}
-	}
-	fi->keep_cache = 0;
-	fi->direct_io = 0;
-	fuse_reply_open(req, fi);
+	(void)fi;
+	fuse_reply_err(req, ENOSYS);
 }
 
 /*
@@ -814,45 +798,6 @@ static void op_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t
 	op_mknod(req, parent, name, S_IFDIR | (mode & 07777), 0);
 }
 
-static void op_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
-		      struct fuse_file_info *fi)
-{
-	struct fuse_state *s = state(req);
-	struct ubtrfs_stat st;
-	uint32_t m = S_IFREG | (mode & 07777), uid, gid;
-	ubtrfs_ino dir;
-
-	struct new_acls acls;
-	from_node(s, parent, &dir);
-	int ret = new_owner(req, dir, &m, &uid, &gid, &acls);
-	if (!ret)
-		ret = ubtrfs_create(s->fs, dir, name, m, uid, gid, &st);
-	if (!ret && acls.access) {
-		ret = apply_acls(s, st.id, &acls);
-		if (!ret)
-			ret = ubtrfs_stat(s->fs, st.id, &st);
-	}
-	new_acls_free(&acls);
-	if (!ret && !ino_ok(s, &st))
-		ret = -EOVERFLOW;
-	if (ret) {
-		fuse_reply_err(req, -ret);
-		return;
-	}
-	struct fuse_entry_param e;
-	memset(&e, 0, sizeof(e));
-	e.ino = to_node(s, st.id);
-	e.generation = 1;
-	fill_attr(s, &st, &e.attr);
-	e.attr_timeout = timeout(s);
-	e.entry_timeout = timeout(s);
-	fi->keep_cache = 0;
-	fi->direct_io = 0;
-	count_lookup(s, st.id);
-	if (fuse_reply_create(req, &e, fi) != 0)
-		forget_lookup(s, st.id, 1);
-}
-
 static void op_symlink(fuse_req_t req, const char *target, fuse_ino_t parent, const char *name)
 {
 	struct fuse_state *s = state(req);
@@ -952,7 +897,9 @@ static void op_setattr(fuse_req_t req, fuse_ino_t node, struct stat *attr, int t
 		uint32_t keep = st.mode;
 		/* KILLPRIV_V2: an empty SETATTR is chown(-1, -1) or the
 		 * kernel's step before a write (which clears by itself). */
-		int chown_noop = empty && s->io.killpriv_v2 ? ubtrfs_pid_in_chown(ctx->pid) : -1;
+		int sc = empty && s->io.killpriv_v2 ? ubtrfs_pid_syscall(ctx->pid) :
+						      UBTRFS_SYSCALL_UNKNOWN;
+		int chown_noop = sc == UBTRFS_SYSCALL_UNKNOWN ? -1 : sc == UBTRFS_SYSCALL_CHOWN;
 		if (chown_noop == 1) {
 			keep = killpriv_mode(req, &st, UBTRFS_KILLPRIV_CHOWN);
 			/* The VFS makes that a mode change: the owner's or
@@ -991,6 +938,15 @@ static void op_setattr(fuse_req_t req, fuse_ino_t node, struct stat *attr, int t
 		 * time with it.  truncate(2) by path changes them only with the
 		 * size (the library's rule). */
 		if (fi && !(to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW)))
+			a.valid |= UBTRFS_SET_MTIME | UBTRFS_SET_MTIME_NOW;
+		/* An O_TRUNC open comes as this same SETATTR by path (no OPEN,
+		 * no ATOMIC_O_TRUNC), and sets the times even to the same
+		 * size, as open(2) does: the caller's system call tells it from
+		 * truncate(2).  (Unknowable from another pid namespace: there
+		 * an O_TRUNC of an empty file keeps its times.) */
+		else if (!fi && a.size == st.size &&
+			 !(to_set & (FUSE_SET_ATTR_MTIME | FUSE_SET_ATTR_MTIME_NOW)) &&
+			 ubtrfs_pid_syscall(fuse_req_ctx(req)->pid) == UBTRFS_SYSCALL_OPEN)
 			a.valid |= UBTRFS_SET_MTIME | UBTRFS_SET_MTIME_NOW;
 	}
 	if (to_set & FUSE_SET_ATTR_ATIME_NOW) {
@@ -1305,7 +1261,7 @@ static const struct fuse_lowlevel_ops rw_ops = {
 	.listxattr = op_listxattr,
 	.mknod = op_mknod,
 	.mkdir = op_mkdir,
-	.create = op_create,
+	/* No CREATE: O_CREAT opens come as MKNOD (then no OPEN, no RELEASE). */
 	.symlink = op_symlink,
 	.link = op_link,
 	.unlink = op_unlink,

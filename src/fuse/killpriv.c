@@ -12,7 +12,8 @@
  *   - a write, truncate or chown clears S_ISGID of a file without S_IXGRP
  *     when the caller is neither in the file's group nor has CAP_FSETID;
  *   - a chown clears S_ISUID, and S_ISGID with S_IXGRP, whoever asks;
- *   - directories keep both bits.
+ *   - directories keep both bits; special files (fifos, devices) lose
+ *     them on chown as regular files do.
  * (security.capability is removed by the kernel itself: it sends a
  * REMOVEXATTR.)
  *
@@ -70,7 +71,10 @@ bool ubtrfs_pid_capable(int pid, int cap_bit)
 uint32_t ubtrfs_killpriv_mode(uint32_t mode, enum ubtrfs_killpriv_op op, bool capable,
 			      bool in_group)
 {
-	if (!S_ISREG(mode) || !(mode & (S_ISUID | S_ISGID)))
+	/* Writes and truncates reach only regular files; a chown clears the
+	 * bits of every non-directory (fifos, devices, sockets too). */
+	if (S_ISDIR(mode) || !(mode & (S_ISUID | S_ISGID)) ||
+	    (!S_ISREG(mode) && op == UBTRFS_KILLPRIV_WRITE))
 		return mode;
 	uint32_t out = mode;
 	bool gexec = mode & S_IXGRP;
@@ -91,21 +95,21 @@ uint32_t ubtrfs_killpriv_mode(uint32_t mode, enum ubtrfs_killpriv_op op, bool ca
 	return out;
 }
 
-int ubtrfs_pid_in_chown(int pid)
+int ubtrfs_pid_syscall(int pid)
 {
 	char path[64];
 	long nr;
 
 	if (pid <= 0)
-		return -1;
+		return UBTRFS_SYSCALL_UNKNOWN;
 	snprintf(path, sizeof(path), "/proc/%d/syscall", pid);
 	FILE *f = fopen(path, "re");
 	if (!f)
-		return -1;
+		return UBTRFS_SYSCALL_UNKNOWN;
 	int n = fscanf(f, "%ld", &nr);
 	fclose(f);
 	if (n != 1 || nr < 0)
-		return -1;	/* not in a system call ("running"), or unreadable */
+		return UBTRFS_SYSCALL_UNKNOWN;	/* "running", or unreadable */
 	switch (nr) {
 #ifdef SYS_chown
 	case SYS_chown:
@@ -119,8 +123,21 @@ int ubtrfs_pid_in_chown(int pid)
 #ifdef SYS_fchownat
 	case SYS_fchownat:
 #endif
-		return 1;
+		return UBTRFS_SYSCALL_CHOWN;
+#ifdef SYS_open
+	case SYS_open:
+#endif
+#ifdef SYS_creat
+	case SYS_creat:
+#endif
+#ifdef SYS_openat
+	case SYS_openat:
+#endif
+#ifdef SYS_openat2
+	case SYS_openat2:
+#endif
+		return UBTRFS_SYSCALL_OPEN;
 	default:
-		return 0;
+		return UBTRFS_SYSCALL_OTHER;
 	}
 }

@@ -17,12 +17,14 @@
 # copy_file_range, chown and chgrp by root (to a new owner, to the same one,
 # and chown(-1, -1)), chgrp and chown(-1, -1) by the owner, chmod by the
 # owner (control), and sequences (write, root re-chmod / re-setcap, write
-# again); plus setgid directories chowned by root.  The kernel rules: a
+# again); plus setgid directories chowned by root and fifos with the bits
+# chowned, chgrp'ed and chmod'ed.  The kernel rules: a
 # write or truncate by a caller without CAP_FSETID clears S_ISUID, and
 # S_ISGID when the file has S_IXGRP or the caller is not in its group;
 # chown clears them even for root; any write, truncate or chown removes
 # security.capability, even root's (a write of 0 bytes changes nothing);
-# chown(-1, -1) counts as a chown; directories keep setgid.  A few of
+# chown(-1, -1) counts as a chown; directories keep setgid; a chown
+# clears the bits of fifos as of regular files.  A few of
 # these are asserted on the ext4 record itself (the reference must behave
 # as documented, or the comparison proves nothing); then the two records
 # must be equal line by line.  Then the image is unmounted, btrfs check is
@@ -214,10 +216,12 @@ def state(path):
         st.st_mode & 0o7777, st.st_uid, st.st_gid, size, cap)
 
 
-def setup(path, init, is_dir=False):
+def setup(path, init, is_dir=False, fifo=False):
     mode, uid, gid, cap = init
     if is_dir:
         os.mkdir(path)
+    elif fifo:
+        os.mkfifo(path)
     else:
         with open(path, "wb") as f:
             f.write(b"abcd")
@@ -236,24 +240,35 @@ def run(top):
     with open(os.path.join(top, ".src"), "wb") as f:
         f.write(b"S")
     out = []
+
+    def case(name, init, steps, fifo=False):
+        path = name
+        setup(path, init, fifo=fifo)
+        pre = state(path)
+        rcs = []
+        for actor, what in steps:
+            if actor == "u":
+                rc = unprivileged(lambda: step(path, what, init))
+            else:
+                try:
+                    step(path, what, init)
+                    rc = 0
+                except OSError as e:
+                    rc = e.errno
+            rcs.append("ok" if rc == 0 else ename(rc))
+        out.append("%s pre: %s | %s | %s" % (name, pre, ",".join(rcs), state(path)))
+
     for iname, init in INITS.items():
         for oname, steps in OPS.items():
-            name = "%s.%s" % (iname, oname)
-            path = name
-            setup(path, init)
-            pre = state(path)
-            rcs = []
-            for actor, what in steps:
-                if actor == "u":
-                    rc = unprivileged(lambda: step(path, what, init))
-                else:
-                    try:
-                        step(path, what, init)
-                        rc = 0
-                    except OSError as e:
-                        rc = e.errno
-                rcs.append("ok" if rc == 0 else ename(rc))
-            out.append("%s pre: %s | %s | %s" % (name, pre, ",".join(rcs), state(path)))
+            case("%s.%s" % (iname, oname), init, steps)
+    # Fifos: a chown clears the bits of every non-directory, not only of
+    # regular files.
+    fifos = {"fsuid": (0o4755, U, G, False), "fsgid": (0o2755, U, G, False),
+             "fsgid-nox-fg": (0o2745, U, 0, False), "fboth": (0o6775, U, G, False)}
+    for iname, init in fifos.items():
+        for oname in ("r-chown", "r-chgrp", "r-chown-same", "r-chown-noop", "u-chgrp",
+                      "u-chown-noop", "r-chmod"):
+            case("%s.%s" % (iname, oname), init, OPS[oname], fifo=True)
     dirs = {"dsgid": (0o2775, 0, 0, False), "dboth": (0o6775, 0, 0, False)}
     for iname, init in dirs.items():
         for oname, what in (("r-chown", "chown"), ("r-chgrp", "chgrp"),
@@ -323,6 +338,8 @@ kp_expect cap.r-chown cap=-
 kp_expect cap.r-ftrunc cap=-
 kp_expect suid-cap.r-write1 "mode=4755 own=$(id -u nobody):$(getent group nogroup | cut -d: -f3) size=4 cap=-"
 kp_expect dsgid.r-chown mode=2775
+kp_expect fsuid.r-chown mode=0755
+kp_expect fboth.r-chgrp mode=0775
 kp_expect suid.u-chmod mode=4755
 kp_expect cap.r-chmod cap=0100000200200000000000000000000000000000	# chmod keeps it
 
