@@ -423,7 +423,7 @@ static int op_begin(ubtrfs_fs *f, struct op *op)
 
 static bool commit_due(ubtrfs_fs *f)
 {
-	const struct ubt_trans *t = f->trans;
+	struct ubt_trans *t = f->trans;
 	uint64_t ns = f->fs->nodesize;
 	uint64_t dirty_max = UBT_MAX(f->fs->tree.max_bytes / 4, AUTO_COMMIT_MIN_DIRTY);
 
@@ -433,9 +433,16 @@ static bool commit_due(ubtrfs_fs *f)
 		return true;
 	/* The commit's reserve (ubt_reserve_metadata): about 2 blocks per
 	 * dirty block and one per queued reference change, bounded by the
-	 * trees the commit rewrites (ubt_commit_ref_blocks). */
-	uint64_t need = (3 * (uint64_t)t->ndirty + ubt_commit_ref_blocks(f->trans)) * ns;
-	return need > ubt_meta_free_bytes(f->fs->wr, false) / 2;
+	 * trees the commit rewrites (ubt_commit_ref_blocks).  Past half the
+	 * free metadata space: first more metadata space while the devices
+	 * have room and metadata is small (as the kernel allocates it), which
+	 * keeps commits large; else commit now. */
+	uint64_t need = (3 * (uint64_t)t->ndirty + ubt_commit_ref_blocks(t)) * ns;
+	if (need <= ubt_meta_free_bytes(f->fs->wr, false) / 2)
+		return false;
+	if (ubt_meta_grow(t) == 0)
+		return need > ubt_meta_free_bytes(f->fs->wr, false) / 2;
+	return true;
 }
 
 static int op_end(struct op *op, int ret)

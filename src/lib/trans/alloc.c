@@ -742,6 +742,35 @@ int ubt_reserve_metadata(struct ubt_trans *t, bool deleting)
 	return 0;
 }
 
+int ubt_meta_grow(struct ubt_trans *t)
+{
+	struct ubt_wfs *w = t->w;
+	uint64_t total = 0;
+
+	if (w->chunk_alloc_failed || t->committing || t->allocating_chunk)
+		return -ENOSPC;
+	for (size_t i = 0; i < w->nbgs; i++)
+		if (w->bgs[i].flags & BTRFS_BLOCK_GROUP_METADATA)
+			total += w->bgs[i].len;
+	if (total >= btrfs_super_total_bytes(&w->fs->vol->super) / 8)
+		return -ENOSPC;
+	t->allocating_chunk = true;
+	int ret = ubt_alloc_chunk(t, BTRFS_BLOCK_GROUP_METADATA);
+	t->allocating_chunk = false;
+	if (w->aborted)
+		return w->abort_err ? w->abort_err : -EROFS;
+	if (ret == -ENOSPC) {
+		w->chunk_alloc_failed = true;
+	} else if (ret) {
+		/* The chunk, device and block-group items may be half made. */
+		ubt_log(UBT_LOG_ERROR, "a new metadata chunk failed part way (%s): aborting",
+			ubt_strerror(ret));
+		w->aborted = true;
+		w->abort_err = ret;
+	}
+	return ret;
+}
+
 int ubt_commit_space(struct ubt_trans *t)
 {
 	struct ubt_wfs *w = t->w;

@@ -258,6 +258,10 @@ uint64_t ubt_commit_ref_blocks(struct ubt_trans *t);
  * Outside a scope every tree operation is checked on its own.
  */
 void ubt_op_scope(struct ubt_trans *t, bool on);
+/* A new metadata chunk now, while the metadata groups take less than an
+ * eighth of the filesystem: room for a large transaction instead of an
+ * early commit.  -ENOSPC when it may not or cannot grow. */
+int ubt_meta_grow(struct ubt_trans *t);
 /* During commit: a new metadata chunk when the queued work may not fit
  * (devices full: carry on with what is left). */
 int ubt_commit_space(struct ubt_trans *t);
