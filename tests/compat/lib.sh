@@ -192,6 +192,15 @@ oracle_require_ubtrfs() {
 		oracle_skip "needs the ubtrfs binary in \$UBTRFS"
 }
 
+# What the FUSE oracle tests need: the kernel's btrfs (to mount and compare),
+# FUSE, python3 and the ubtrfs binary.
+oracle_require_fuse_oracle() {
+	oracle_require_kernel_btrfs
+	oracle_require_fuse
+	oracle_require_python
+	oracle_require_ubtrfs
+}
+
 # ---------------------------------------------------------------------------
 # Session and cleanup.  Registrations live in files under $ORACLE_TMP/.oracle
 # so that helpers called inside $(...) subshells register for the parent too.

@@ -40,10 +40,7 @@ UBTRFS_SOURCE_ROOT=${UBTRFS_SOURCE_ROOT:-$(cd "$(dirname "$0")/../.." && pwd -P)
 # shellcheck source=lib.sh
 . "$UBTRFS_SOURCE_ROOT/tests/compat/lib.sh"
 
-oracle_require_kernel_btrfs
-oracle_require_fuse
-oracle_require_python
-oracle_require_ubtrfs
+oracle_require_fuse_oracle
 REPLAY=${UBTRFS_WLOG_REPLAY:-${UBTRFS_BUILD_ROOT:-$UBTRFS_SOURCE_ROOT/build}/tests/wlog_replay}
 [[ -x $REPLAY ]] || oracle_skip "wlog_replay tool not built ($REPLAY)"
 # Run in a private mount namespace: a process of another test that makes a

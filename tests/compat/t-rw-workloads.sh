@@ -83,10 +83,7 @@ UBTRFS_SOURCE_ROOT=${UBTRFS_SOURCE_ROOT:-$(cd "$(dirname "$0")/../.." && pwd -P)
 # shellcheck source=lib.sh
 . "$UBTRFS_SOURCE_ROOT/tests/compat/lib.sh"
 
-oracle_require_kernel_btrfs
-oracle_require_fuse
-oracle_require_python
-oracle_require_ubtrfs
+oracle_require_fuse_oracle
 oracle_require_cmd git cc make ar tar setfattr getfattr truncate dd sed awk timeout
 "$ORACLE_PYTHON" -c 'import sqlite3' >/dev/null 2>&1 ||
 	oracle_skip "needs the sqlite3 module of $ORACLE_PYTHON"
