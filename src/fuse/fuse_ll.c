@@ -370,7 +370,7 @@ static int killpriv_write(fuse_req_t req, ubtrfs_ino id)
  * SETATTR, fallocate, copy_file_range), and a changed size or mtime in a
  * reply drops them too (auto_inval_data).  There is no per-open state.
  * Without ATOMIC_O_TRUNC (op_init) an O_TRUNC open reaches us as a
- * truncating SETATTR; without CREATE (rw_ops) an O_CREAT open as MKNOD.
+ * truncating SETATTR; without CREATE (rw_table) an O_CREAT open as MKNOD.
  */
 static void op_open(fuse_req_t req, fuse_ino_t node, struct fuse_file_info *fi)
 {
@@ -1009,13 +1009,6 @@ static void op_fsync(fuse_req_t req, fuse_ino_t node, int datasync, struct fuse_
 	fuse_reply_err(req, -ubtrfs_commit(state(req)->fs));
 }
 
-static void op_release(fuse_req_t req, fuse_ino_t node, struct fuse_file_info *fi)
-{
-	(void)node;
-	(void)fi;
-	fuse_reply_err(req, 0);
-}
-
 /* chmod of an inode with an access ACL: the ACL follows (posix_acl_chmod). */
 static int acl_follow_mode(struct fuse_state *s, ubtrfs_ino id, uint32_t mode)
 {
@@ -1246,45 +1239,32 @@ static const struct fuse_lowlevel_ops ops = {
 	.lseek = op_lseek,
 };
 
-/* The read-write table: the same plus every changing operation. */
-static const struct fuse_lowlevel_ops rw_ops = {
-	.init = op_init,
-	.destroy = op_destroy,
-	.lookup = op_lookup,
-	.getattr = op_getattr,
-	.readlink = op_readlink,
-	.open = op_open,
-	.read = op_read,
-	.opendir = op_opendir,
-	.readdir = op_readdir,
-	.readdirplus = op_readdirplus,
-	.statfs = op_statfs,
-	.getxattr = op_getxattr,
-	.listxattr = op_listxattr,
-	.mknod = op_mknod,
-	.mkdir = op_mkdir,
-	/* No CREATE: O_CREAT opens come as MKNOD (then no OPEN, no RELEASE). */
-	.symlink = op_symlink,
-	.link = op_link,
-	.unlink = op_unlink,
-	.rmdir = op_rmdir,
-	.rename = op_rename,
-	.setattr = op_setattr,
-	.write = op_write,
-	.fsync = op_fsync,
-	.fsyncdir = op_fsync,
-	/* No flush: the first FLUSH answers ENOSYS and the kernel sends no
-	 * more (a round trip per close saved); nothing is buffered here. */
-	.release = op_release,
-	.releasedir = op_release,
-	.setxattr = op_setxattr,
-	.removexattr = op_removexattr,
-	.fallocate = op_fallocate,
-	.lseek = op_lseek,
-	.copy_file_range = op_copy_file_range,
-	.forget = op_forget,
-	.forget_multi = op_forget_multi,
-};
+/* The read-write table: the same plus every changing operation.  No
+ * CREATE: O_CREAT opens come as MKNOD (then no OPEN, no RELEASE).  No
+ * FLUSH: the first answers ENOSYS and the kernel sends no more (nothing is
+ * buffered here).  No RELEASE: OPEN and OPENDIR answer ENOSYS, so none
+ * come. */
+static void rw_table(struct fuse_lowlevel_ops *t)
+{
+	*t = ops;
+	t->mknod = op_mknod;
+	t->mkdir = op_mkdir;
+	t->symlink = op_symlink;
+	t->link = op_link;
+	t->unlink = op_unlink;
+	t->rmdir = op_rmdir;
+	t->rename = op_rename;
+	t->setattr = op_setattr;
+	t->write = op_write;
+	t->fsync = op_fsync;
+	t->fsyncdir = op_fsync;
+	t->setxattr = op_setxattr;
+	t->removexattr = op_removexattr;
+	t->fallocate = op_fallocate;
+	t->copy_file_range = op_copy_file_range;
+	t->forget = op_forget;
+	t->forget_multi = op_forget_multi;
+}
 
 static ssize_t io_read(int fd, void *buf, size_t len, void *userdata)
 {
@@ -1341,7 +1321,12 @@ int ubtrfs_fuse_serve(ubtrfs_fs *fs, const struct ubtrfs_fuse_opts *o)
 	}
 	char *argv[] = { "ubtrfs", "-o", optbuf, o->debug ? "-d" : NULL, NULL };
 	struct fuse_args args = FUSE_ARGS_INIT(o->debug ? 4 : 3, argv);
-	const struct fuse_lowlevel_ops *table = s.rw ? &rw_ops : &ops;
+	struct fuse_lowlevel_ops rw_ops;
+	const struct fuse_lowlevel_ops *table = &ops;
+	if (s.rw) {
+		rw_table(&rw_ops);
+		table = &rw_ops;
+	}
 	struct fuse_session *se = fuse_session_new(&args, table, sizeof(*table), &s);
 	if (!se) {
 		fuse_opt_free_args(&args);
