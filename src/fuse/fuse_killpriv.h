@@ -21,13 +21,17 @@ enum ubtrfs_killpriv_op {
 bool ubtrfs_pid_capable(int pid, int cap_bit);
 
 /* Which system call is thread pid (blocked in a request of ours) in?
- * From /proc/PID/syscall; UNKNOWN without /proc, without permission, for
- * a caller in another pid namespace (pid 0) or on other systems. */
+ * From /proc/PID/syscall (native numbers; a 32-bit caller's are another
+ * table's, so mostly OTHER); UNKNOWN without /proc, without permission
+ * (ptrace rules: a non-root daemon and another user's process, Yama), for
+ * pid 0 (a caller outside the daemon's pid namespace) or on other systems. */
 enum ubtrfs_syscall_kind {
 	UBTRFS_SYSCALL_UNKNOWN = -1,
 	UBTRFS_SYSCALL_OTHER = 0,
 	UBTRFS_SYSCALL_CHOWN,	/* chown, lchown, fchown, fchownat */
 	UBTRFS_SYSCALL_OPEN,	/* open, creat, openat, openat2 */
+	UBTRFS_SYSCALL_WRITE,	/* write family, fallocate, copy_file_range, splice,
+				 * sendfile, io_uring_enter */
 };
 int ubtrfs_pid_syscall(int pid);
 

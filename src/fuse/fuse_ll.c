@@ -60,6 +60,7 @@ struct fuse_state {
 	uint64_t subvol;	/* mounted subvolume */
 	ubtrfs_ino root;	/* its root directory */
 	bool rw;
+	struct fuse_session *se;	/* for notifications (op_rename) */
 	bool acl;		/* rw: the kernel enforces POSIX ACLs (FUSE_CAP_POSIX_ACL) */
 	bool dont_mask;		/* rw: we apply the umask (FUSE_CAP_DONT_MASK) */
 	/* rw: the device I/O that negotiates HANDLE_KILLPRIV_V2 (init_io.c) */
@@ -202,8 +203,8 @@ static void op_init(void *userdata, struct fuse_conn_info *conn)
 	 * kernel btrfs mount; default_permissions is on), which also saves a
 	 * getxattr round trip per file for `ls -l`.
 	 *
-	 * Read-write: write-through (no writeback cache); the kernel clears
-	 * setuid/setgid itself on write and chown (no HANDLE_KILLPRIV).  With
+	 * Read-write: write-through (no writeback cache); setuid/setgid are
+	 * cleared by us (HANDLE_KILLPRIV_V2, negotiated by init_io.c).  With
 	 * ACLs the kernel leaves their upkeep to us (acl.c): inheritance at
 	 * create - for which it must pass the mode without the umask
 	 * (DONT_MASK; we apply the umask where no default ACL does) - and the
@@ -341,8 +342,8 @@ static uint32_t killpriv_mode(fuse_req_t req, const struct ubtrfs_stat *st,
 	return ubtrfs_killpriv_mode(st->mode, op, cap, in);
 }
 
-/* Before a write, O_TRUNC, fallocate or copy into id: clear what the
- * caller's write clears.  0 or -errno. */
+/* Before a write, fallocate or copy into id: clear what the caller's
+ * write clears.  0 or -errno. */
 static int killpriv_write(fuse_req_t req, ubtrfs_ino id)
 {
 	struct fuse_state *s = state(req);
@@ -855,7 +856,22 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 	 * RENAME_WHITEOUT (overlayfs) is refused there with EINVAL. */
 	from_node(s, parent, &dir);
 	from_node(s, newparent, &newdir);
-	fuse_reply_err(req, -ubtrfs_rename(s->fs, dir, name, newdir, newname, flags));
+	int ret = ubtrfs_rename(s->fs, dir, name, newdir, newname, flags);
+	fuse_reply_err(req, -ret);
+	/*
+	 * A directory moved to another parent has a new "..", which its
+	 * readdir cache in the kernel (no OPENDIR: op_opendir) still holds:
+	 * nothing the kernel does to it at a rename drops that cache.  Drop
+	 * it, after the reply (the rename holds locks until then).
+	 */
+	if (ret || parent == newparent)
+		return;
+	struct ubtrfs_stat st;
+	if (ubtrfs_lookup(s->fs, newdir, newname, &st) == 0 && S_ISDIR(st.mode))
+		fuse_lowlevel_notify_inval_inode(s->se, to_node(s, st.id), 0, 0);
+	if ((flags & RENAME_EXCHANGE) && ubtrfs_lookup(s->fs, dir, name, &st) == 0 &&
+	    S_ISDIR(st.mode))
+		fuse_lowlevel_notify_inval_inode(s->se, to_node(s, st.id), 0, 0);
 }
 
 static void op_setattr(fuse_req_t req, fuse_ino_t node, struct stat *attr, int to_set,
@@ -897,22 +913,25 @@ static void op_setattr(fuse_req_t req, fuse_ino_t node, struct stat *attr, int t
 					     empty ? UBTRFS_KILLPRIV_SGID_ONLY :
 						     UBTRFS_KILLPRIV_CHOWN;
 		uint32_t keep = st.mode;
-		/* KILLPRIV_V2: an empty SETATTR is chown(-1, -1) or the
-		 * kernel's step before a write (which clears by itself). */
-		int sc = empty && s->io.killpriv_v2 ? ubtrfs_pid_syscall(ctx->pid) :
-						      UBTRFS_SYSCALL_UNKNOWN;
-		int chown_noop = sc == UBTRFS_SYSCALL_UNKNOWN ? -1 : sc == UBTRFS_SYSCALL_CHOWN;
-		if (chown_noop == 1) {
+		/* KILLPRIV_V2: an empty SETATTR is chown(-1, -1), or the
+		 * kernel's step before a write into a file it finds bits or
+		 * security.capability on (the WRITE then clears by itself).
+		 * The caller's system call tells them apart; when it is
+		 * unknown, the chown rule (it clears what a write by a caller
+		 * without CAP_FSETID clears, and more: erring towards
+		 * clearing), but no EPERM, which would fail a write. */
+		int sc = empty && s->io.killpriv_v2 ? ubtrfs_pid_syscall(ctx->pid) : -2;
+		if (sc == UBTRFS_SYSCALL_WRITE) {
+			/* nothing: the WRITE that follows clears */
+		} else if (sc != -2) {
 			keep = killpriv_mode(req, &st, UBTRFS_KILLPRIV_CHOWN);
-			/* The VFS makes that a mode change: the owner's or
-			 * CAP_FOWNER's only. */
-			if (keep != st.mode && ctx->uid != st.uid &&
+			/* The VFS makes chown(-1, -1) a mode change: the
+			 * owner's or CAP_FOWNER's only. */
+			if (sc == UBTRFS_SYSCALL_CHOWN && keep != st.mode && ctx->uid != st.uid &&
 			    !ubtrfs_pid_capable(ctx->pid, UBTRFS_CAP_FOWNER)) {
 				fuse_reply_err(req, EPERM);
 				return;
 			}
-		} else if (chown_noop == 0) {
-			/* nothing: the WRITE that follows clears */
 		} else if (!empty || ctx->uid == st.uid ||
 			   (st.mode & S_ISGID && ubtrfs_pid_capable(ctx->pid, UBTRFS_CAP_FOWNER))) {
 			keep = killpriv_mode(req, &st, op);
@@ -1328,6 +1347,7 @@ int ubtrfs_fuse_serve(ubtrfs_fs *fs, const struct ubtrfs_fuse_opts *o)
 		table = &rw_ops;
 	}
 	struct fuse_session *se = fuse_session_new(&args, table, sizeof(*table), &s);
+	s.se = se;
 	if (!se) {
 		fuse_opt_free_args(&args);
 		return 1;

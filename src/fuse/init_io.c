@@ -13,8 +13,8 @@
  * What the flag hands us, per the FUSE protocol: clear setuid (and setgid
  * where group-execute is set) on a write, a truncate or an O_TRUNC open by
  * a caller without CAP_FSETID, and on chown.  The daemon already applies
- * exactly these rules itself (killpriv.c, op_write/op_setattr/op_open/
- * fallocate/copy_file_range), which is what makes the flag safe to set.
+ * exactly these rules itself (killpriv.c, op_write, op_setattr (truncates
+ * and O_TRUNC opens come as SETATTRs), fallocate, copy_file_range), which is what makes the flag safe to set.
  * security.capability stays the VFS's: it still removes it on write (once
  * per inode and attribute refresh) and on chown.
  *
@@ -46,7 +46,7 @@ ssize_t ubtrfs_init_io_read(struct ubtrfs_init_io *io, int fd, void *buf, size_t
 	ssize_t n = read(fd, buf, len);
 #ifdef HAVE_INIT_PATCH
 	if (!io->init_seen && n >= (ssize_t)(sizeof(struct fuse_in_header) +
-					      offsetof(struct fuse_init_in, flags2))) {
+					      offsetof(struct fuse_init_in, flags) + 4)) {
 		struct fuse_in_header h;
 		memcpy(&h, buf, sizeof(h));
 		if (h.opcode == FUSE_INIT) {
@@ -75,20 +75,23 @@ ssize_t ubtrfs_init_io_writev(struct ubtrfs_init_io *io, int fd, struct iovec *i
 		memcpy(&h, iov[0].iov_base, sizeof(h));
 		if (h.unique == io->init_unique) {
 			io->init_replied = true;
-			if (h.error == 0 && io->want_killpriv_v2 && io->kernel_offers &&
-			    iov[1].iov_len >= offsetof(struct fuse_init_out, flags) + 4 &&
-			    iov[1].iov_len <= sizeof(struct fuse_init_out)) {
+			if (h.error == 0 && iov[1].iov_len >= offsetof(struct fuse_init_out, flags) + 4 &&
+			    iov[1].iov_len <= sizeof(struct fuse_init_out) &&
+			    count <= 8) {
 				struct fuse_init_out out;
 				struct iovec v[8];
-				if (count <= (int)(sizeof(v) / sizeof(v[0]))) {
-					memset(&out, 0, sizeof(out));
-					memcpy(&out, iov[1].iov_base, iov[1].iov_len);
+				memset(&out, 0, sizeof(out));
+				memcpy(&out, iov[1].iov_base, iov[1].iov_len);
+				/* What the kernel will run with decides, also
+				 * where a newer libfuse set the flag itself. */
+				if (io->want_killpriv_v2 && io->kernel_offers)
 					out.flags |= FUSE_HANDLE_KILLPRIV_V2;
-					memcpy(v, iov, (size_t)count * sizeof(*v));
-					v[1].iov_base = &out;
-					io->killpriv_v2 = true;
-					return writev(fd, v, count);
-				}
+				else
+					out.flags &= ~(uint32_t)FUSE_HANDLE_KILLPRIV_V2;
+				io->killpriv_v2 = (out.flags & FUSE_HANDLE_KILLPRIV_V2) != 0;
+				memcpy(v, iov, (size_t)count * sizeof(*v));
+				v[1].iov_base = &out;
+				return writev(fd, v, count);
 			}
 		}
 	}

@@ -4,8 +4,7 @@
  *
  * Without FUSE_HANDLE_KILLPRIV_V2 (libfuse 3.14 cannot ask for it) the
  * kernel clears the bits itself before a WRITE or a truncate, but with its
- * own older rule (setgid only together with group-execute), and not at all
- * for an O_TRUNC open under ATOMIC_O_TRUNC.  The VFS rule (what ext4 and a
+ * own older rule (setgid only together with group-execute).  The VFS rule (what ext4 and a
  * kernel btrfs mount do):
  *   - a write or truncate by a caller without CAP_FSETID clears S_ISUID,
  *     and S_ISGID when the file has S_IXGRP;
@@ -22,11 +21,13 @@
  * SETATTR, so chown(-1, -1) reaches us as a SETATTR with nothing in it -
  * as does the kernel's own step before a write that removes
  * security.capability.  What the caller is doing tells them apart
- * (ubtrfs_pid_in_chown).
+ * (ubtrfs_pid_syscall).
  */
 #include "fuse_killpriv.h"
 
+#include <sched.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -95,21 +96,43 @@ uint32_t ubtrfs_killpriv_mode(uint32_t mode, enum ubtrfs_killpriv_op op, bool ca
 	return out;
 }
 
+/* The number of the system call thread pid is in, -1 if none or unknown. */
+static long read_syscall(int pid)
+{
+	char path[64], word[32];
+
+	snprintf(path, sizeof(path), "/proc/%d/syscall", pid);
+	/* The kernel wakes us before the caller has gone to sleep waiting
+	 * for our reply: while it reads "running", let it get there. */
+	for (int tries = 0; tries < 200; tries++) {
+		FILE *f = fopen(path, "re");
+		if (!f)
+			return -1;
+		int n = fscanf(f, "%31s", word);
+		fclose(f);
+		if (n != 1)
+			return -1;
+		if (strcmp(word, "running") != 0) {
+			char *end;
+			long nr = strtol(word, &end, 10);
+			if (*end || nr < 0)
+				return -1;	/* not in a system call */
+#if defined(__x86_64__)
+			nr &= ~0x40000000L;	/* x32 callers: __X32_SYSCALL_BIT */
+#endif
+			return nr;
+		}
+		sched_yield();
+	}
+	return -1;
+}
+
 int ubtrfs_pid_syscall(int pid)
 {
-	char path[64];
-	long nr;
+	long nr = pid > 0 ? read_syscall(pid) : -1;
 
-	if (pid <= 0)
+	if (nr < 0)
 		return UBTRFS_SYSCALL_UNKNOWN;
-	snprintf(path, sizeof(path), "/proc/%d/syscall", pid);
-	FILE *f = fopen(path, "re");
-	if (!f)
-		return UBTRFS_SYSCALL_UNKNOWN;
-	int n = fscanf(f, "%ld", &nr);
-	fclose(f);
-	if (n != 1 || nr < 0)
-		return UBTRFS_SYSCALL_UNKNOWN;	/* "running", or unreadable */
 	switch (nr) {
 #ifdef SYS_chown
 	case SYS_chown:
@@ -137,6 +160,38 @@ int ubtrfs_pid_syscall(int pid)
 	case SYS_openat2:
 #endif
 		return UBTRFS_SYSCALL_OPEN;
+	/* What writes into a file (file_remove_privs before the data). */
+#ifdef SYS_write
+	case SYS_write:
+#endif
+#ifdef SYS_pwrite64
+	case SYS_pwrite64:
+#endif
+#ifdef SYS_writev
+	case SYS_writev:
+#endif
+#ifdef SYS_pwritev
+	case SYS_pwritev:
+#endif
+#ifdef SYS_pwritev2
+	case SYS_pwritev2:
+#endif
+#ifdef SYS_fallocate
+	case SYS_fallocate:
+#endif
+#ifdef SYS_copy_file_range
+	case SYS_copy_file_range:
+#endif
+#ifdef SYS_splice
+	case SYS_splice:
+#endif
+#ifdef SYS_sendfile
+	case SYS_sendfile:
+#endif
+#ifdef SYS_io_uring_enter
+	case SYS_io_uring_enter:
+#endif
+		return UBTRFS_SYSCALL_WRITE;
 	default:
 		return UBTRFS_SYSCALL_OTHER;
 	}

@@ -97,6 +97,65 @@ ref_view() {
 	sed -E -e '/^[^ ]+ d /s/ nlink=[0-9]+//' "$1"
 }
 
+# dotdot_check NAME MNT: the kernel may cache readdir results of the rw mount
+# (the daemon answers OPENDIR with ENOSYS), so ".." of a directory listed
+# and then moved to another parent (rename, RENAME_EXCHANGE) must still be
+# its new parent's inode number in getdents64 (the 6.18 kernel lists a moved
+# directory afresh; the daemon also drops its cache: op_rename).
+dotdot_check() {
+	local name=$1 mnt=$2
+	"$ORACLE_PYTHON" - "$mnt/dd" <<'EOF2' >"$T/$name.dotdot" 2>&1 ||
+import ctypes, os, struct, sys
+top = sys.argv[1]
+os.makedirs(top + "/a/x"); os.makedirs(top + "/b"); os.makedirs(top + "/c/y")
+libc = ctypes.CDLL(None, use_errno=True)
+NR_GETDENTS64 = {"x86_64": 217, "aarch64": 61}[os.uname().machine]
+def dotdot(d):
+    # d_ino of ".." as getdents64 returns it (ls and stat look it up).
+    fd = os.open(d, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        buf = ctypes.create_string_buffer(65536)
+        n = libc.syscall(NR_GETDENTS64, fd, buf, len(buf))
+        if n < 0:
+            sys.exit("getdents64: %s" % os.strerror(ctypes.get_errno()))
+        raw, off = buf.raw[:n], 0
+        while off < n:
+            ino, _, reclen = struct.unpack_from("<QqH", raw, off)
+            name = raw[off + 19:off + reclen].split(b"\0", 1)[0]
+            if name == b"..":
+                return ino
+            off += reclen
+    finally:
+        os.close(fd)
+    sys.exit("%s: no '..' entry" % d)
+def want(d, parent):
+    got, ino = dotdot(d), os.stat(parent).st_ino
+    if got != ino:
+        sys.exit("%s: '..' is inode %d, its parent %s is %d" % (d, got, parent, ino))
+want(top + "/a/x", top + "/a"); want(top + "/c/y", top + "/c")   # cached now
+os.rename(top + "/a/x", top + "/b/x")
+want(top + "/b/x", top + "/b")
+if libc.renameat2(-100, (top + "/b/x").encode(), -100, (top + "/c/y").encode(), 2) != 0:
+    sys.exit("renameat2(RENAME_EXCHANGE): %s" % os.strerror(ctypes.get_errno()))
+want(top + "/b/x", top + "/b"); want(top + "/c/y", top + "/c")
+print("ok")
+EOF2
+		{ ro_fail "$name: '..' in a cached listing after a directory moved"; ro_show "$T/$name.dotdot"; }
+}
+
+# Cell dd: dotdot_check on a fresh image, then btrfs check.
+dotdot_cell() {
+	local img mnt=$T/dd.mnt
+	RO_CELLS=$((RO_CELLS + 1))
+	img=$(oracle_image dd.img 256M)
+	oracle_ubtrfs mkfs -q -f "$img" || oracle_fail "dd: ubtrfs mkfs failed"
+	ro_fuse_up "$mnt" "$T/dd.log" rw "$img" ||
+		{ ro_show "$T/dd.log"; ro_fail "dd: ubtrfs mount -o rw did not come up"; return 0; }
+	dotdot_check dd "$mnt"
+	ro_fuse_down dd "$mnt" "$T/dd.log"
+	oracle_check_clean dd "$img" || ro_fail "dd: btrfs check is not clean"
+}
+
 rw_cell() {
 	local name=$1 tool=$2 img mnt log ref
 	local pid_rw rc=0
@@ -248,6 +307,7 @@ harness_cell() {
 rw_cell w1 mkfs.btrfs
 rw_cell w2 ubtrfs
 harness_cell
+dotdot_cell
 
 oracle_log "total $((SECONDS - T0)) s"
 ro_finish

@@ -742,32 +742,46 @@ int ubt_reserve_metadata(struct ubt_trans *t, bool deleting)
 	return 0;
 }
 
+/* Bytes on the devices per logical byte of a group of this profile. */
+static uint64_t profile_copies(uint64_t flags)
+{
+	if (flags & (BTRFS_BLOCK_GROUP_DUP | BTRFS_BLOCK_GROUP_RAID1 | BTRFS_BLOCK_GROUP_RAID10))
+		return 2;
+	if (flags & BTRFS_BLOCK_GROUP_RAID1C3)
+		return 3;
+	if (flags & BTRFS_BLOCK_GROUP_RAID1C4)
+		return 4;
+	return 1;
+}
+
 int ubt_meta_grow(struct ubt_trans *t)
 {
 	struct ubt_wfs *w = t->w;
-	uint64_t total = 0;
+	const struct ubt_volume *vol = w->fs->vol;
+	uint64_t total = btrfs_super_total_bytes(&vol->super);
+	uint64_t meta = 0, allocated = 0, copies = 1;
 
-	if (w->chunk_alloc_failed || t->committing || t->allocating_chunk)
+	if (w->chunk_alloc_failed || t->committing || t->allocating_chunk || w->aborted)
 		return -ENOSPC;
-	for (size_t i = 0; i < w->nbgs; i++)
-		if (w->bgs[i].flags & BTRFS_BLOCK_GROUP_METADATA)
-			total += w->bgs[i].len;
-	if (total >= btrfs_super_total_bytes(&w->fs->vol->super) / 8)
+	for (size_t i = 0; i < w->nbgs; i++) {
+		if (w->bgs[i].flags & BTRFS_BLOCK_GROUP_METADATA) {
+			copies = profile_copies(w->bgs[i].flags);
+			meta += w->bgs[i].len * copies;
+		}
+	}
+	for (size_t i = 0; i < vol->nchunks; i++)
+		allocated += chunk_stripe_size(vol->chunks[i]) * vol->chunks[i]->num_stripes;
+	/* Raw bytes: metadata under a quarter of the devices, and after a new
+	 * chunk (at most 256 MiB or a tenth of the filesystem per copy, as
+	 * ubt_alloc_chunk sizes it) a tenth of them still unallocated for data. */
+	uint64_t chunk = UBT_MIN(256ull << 20, total / 10) * copies;
+	if (meta >= total / 4 || allocated + chunk + total / 10 > total)
 		return -ENOSPC;
 	t->allocating_chunk = true;
 	int ret = ubt_alloc_chunk(t, BTRFS_BLOCK_GROUP_METADATA);
 	t->allocating_chunk = false;
-	if (w->aborted)
-		return w->abort_err ? w->abort_err : -EROFS;
-	if (ret == -ENOSPC) {
+	if (ret == -ENOSPC && !w->aborted)
 		w->chunk_alloc_failed = true;
-	} else if (ret) {
-		/* The chunk, device and block-group items may be half made. */
-		ubt_log(UBT_LOG_ERROR, "a new metadata chunk failed part way (%s): aborting",
-			ubt_strerror(ret));
-		w->aborted = true;
-		w->abort_err = ret;
-	}
 	return ret;
 }
 

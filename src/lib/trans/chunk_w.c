@@ -125,6 +125,7 @@ int ubt_alloc_chunk(struct ubt_trans *t, uint64_t kind)
 	struct ubt_fs *fs = w->fs;
 	struct ubt_volume *vol = fs->vol;
 	uint64_t profile = (uint64_t)-1;
+	bool changed = false;
 	int ret;
 
 	if (kind & BTRFS_BLOCK_GROUP_SYSTEM)
@@ -237,6 +238,7 @@ int ubt_alloc_chunk(struct ubt_trans *t, uint64_t kind)
 	ret = ubt_volume_add_chunk(vol, logical, chunk, (uint32_t)csize);
 	if (ret)
 		goto out_chunk;
+	changed = true;
 	struct btrfs_key key = { BTRFS_FIRST_CHUNK_TREE_OBJECTID, BTRFS_CHUNK_ITEM_KEY, logical };
 	ret = ubt_insert_item(t, ct, &key, (uint32_t)csize, &p);
 	if (ret)
@@ -299,6 +301,14 @@ int ubt_alloc_chunk(struct ubt_trans *t, uint64_t kind)
 			(unsigned long long)length);
 out_chunk:
 	free(chunk);
+	/* Mapped, and perhaps some of its items made: whatever the error
+	 * (ENOSPC too), the transaction must not be committed so. */
+	if (ret && changed && !w->aborted) {
+		ubt_log(UBT_LOG_ERROR, "a new chunk failed part way (%s): aborting",
+			ubt_strerror(ret));
+		w->aborted = true;
+		w->abort_err = ret;
+	}
 out:
 	free(holes);
 	return ret;
