@@ -891,12 +891,11 @@ static void op_setattr(fuse_req_t req, fuse_ino_t node, struct stat *attr, int t
 	}
 	/*
 	 * A truncate or a chown: the bits the VFS rule clears, on top of any
-	 * mode the kernel sent.  An empty SETATTR is chown(-1, -1), or the
-	 * kernel clearing bits its own rule then found nothing to clear in
-	 * (before a WRITE, which clears them itself, or for security.capability
-	 * only): there only the group rule, and only for the owner (or
-	 * CAP_FOWNER) - for anyone else chown(-1, -1) would be EPERM on ext4,
-	 * which cannot be told apart here from a write's request.
+	 * mode the kernel sent.  An empty SETATTR (nothing in it) is
+	 * chown(-1, -1) or the kernel's step before a write: under KILLPRIV_V2
+	 * told apart below; without it only the group rule, and only for the
+	 * owner (or CAP_FOWNER) - for anyone else chown(-1, -1) would be EPERM
+	 * on ext4, which cannot be told apart then from a write's request.
 	 */
 	const int attrs = FUSE_SET_ATTR_MODE | FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID |
 			  FUSE_SET_ATTR_SIZE | FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME |

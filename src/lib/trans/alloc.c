@@ -742,39 +742,29 @@ int ubt_reserve_metadata(struct ubt_trans *t, bool deleting)
 	return 0;
 }
 
-/* Bytes on the devices per logical byte of a group of this profile. */
-static uint64_t profile_copies(uint64_t flags)
-{
-	if (flags & (BTRFS_BLOCK_GROUP_DUP | BTRFS_BLOCK_GROUP_RAID1 | BTRFS_BLOCK_GROUP_RAID10))
-		return 2;
-	if (flags & BTRFS_BLOCK_GROUP_RAID1C3)
-		return 3;
-	if (flags & BTRFS_BLOCK_GROUP_RAID1C4)
-		return 4;
-	return 1;
-}
-
 int ubt_meta_grow(struct ubt_trans *t)
 {
 	struct ubt_wfs *w = t->w;
 	const struct ubt_volume *vol = w->fs->vol;
 	uint64_t total = btrfs_super_total_bytes(&vol->super);
-	uint64_t meta = 0, allocated = 0, copies = 1;
+	uint64_t meta = 0, allocated = 0, stripes = 1;
 
 	if (w->chunk_alloc_failed || t->committing || t->allocating_chunk || w->aborted)
 		return -ENOSPC;
-	for (size_t i = 0; i < w->nbgs; i++) {
-		if (w->bgs[i].flags & BTRFS_BLOCK_GROUP_METADATA) {
-			copies = profile_copies(w->bgs[i].flags);
-			meta += w->bgs[i].len * copies;
+	/* Raw bytes on the devices, from the chunk map. */
+	for (size_t i = 0; i < vol->nchunks; i++) {
+		const struct ubt_chunk *c = vol->chunks[i];
+		uint64_t raw = chunk_stripe_size(c) * c->num_stripes;
+		allocated += raw;
+		if (c->type & BTRFS_BLOCK_GROUP_METADATA) {
+			meta += raw;
+			stripes = c->num_stripes;
 		}
 	}
-	for (size_t i = 0; i < vol->nchunks; i++)
-		allocated += chunk_stripe_size(vol->chunks[i]) * vol->chunks[i]->num_stripes;
-	/* Raw bytes: metadata under a quarter of the devices, and after a new
-	 * chunk (at most 256 MiB or a tenth of the filesystem per copy, as
-	 * ubt_alloc_chunk sizes it) a tenth of them still unallocated for data. */
-	uint64_t chunk = UBT_MIN(256ull << 20, total / 10) * copies;
+	/* Metadata under a quarter of the devices, and after a new chunk
+	 * (stripes of at most 256 MiB or a tenth of the filesystem, as
+	 * ubt_alloc_chunk sizes them) a tenth of them still unallocated. */
+	uint64_t chunk = UBT_MIN(256ull << 20, total / 10) * stripes;
 	if (meta >= total / 4 || allocated + chunk + total / 10 > total)
 		return -ENOSPC;
 	t->allocating_chunk = true;
