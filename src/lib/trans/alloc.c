@@ -475,6 +475,30 @@ int ubt_alloc_data_extent(struct ubt_trans *t, uint64_t want, uint64_t *bytenr, 
 	return -ENOSPC;
 }
 
+int ubt_alloc_data_at(struct ubt_trans *t, uint64_t extent, uint64_t bytenr, uint64_t len)
+{
+	struct ubt_wfs *w = t->w;
+	struct ubt_bg *bg = ubt_bg_find(w, extent);
+	uint32_t ss = w->fs->sectorsize;
+	int ret;
+
+	if (!bg || len == 0 || !UBT_IS_ALIGNED(bytenr | len, ss) || bytenr < extent ||
+	    (bg->flags & BTRFS_BLOCK_GROUP_TYPE_MASK) != BTRFS_BLOCK_GROUP_DATA ||
+	    (bg->flags & (BTRFS_BLOCK_GROUP_RAID5 | BTRFS_BLOCK_GROUP_RAID6)) ||
+	    bytenr < bg->start || len > bg->start + bg->len - bytenr)
+		return -ENOSPC;
+	ret = ubt_bg_load_extents(w, bg);
+	if (ret)
+		return ret;
+	if (ubt_rangeset_overlaps(&bg->extents, bytenr, len) ||
+	    ubt_rangeset_overlaps(&bg->pinned, bytenr, len))
+		return -ENOSPC;
+	ret = ubt_bg_account(t, bytenr, len, true);
+	if (!ret)
+		bg->cursor = bytenr + len;
+	return ret;
+}
+
 uint64_t ubt_data_free_bytes(struct ubt_wfs *w)
 {
 	uint64_t total = 0;

@@ -16,8 +16,7 @@
  * range, until it ends at or before the range's start: delete it (with the
  * items before it in the same leaf that are inside the range), cut its
  * front (the key moves forward), cut its end, or - an item covering the
- * range with room on both sides - insert its tail as a new item and cut its
- * end.
+ * range with room on both sides - split it in its leaf (punch_item).
  *
  * Atomicity: the engine reserves space per tree operation, so a multi-step
  * change can meet -ENOSPC half-way (a failed reservation changes nothing;
@@ -26,8 +25,8 @@
  * returns -ENOSPC with the tree as before.  A delete stops with the tree
  * well-formed and part of the range done; calling it again after a commit
  * (which returns the space this transaction freed) finishes the job.  The
- * split is the one step that must not stop half-way: its tail item goes in
- * first (that needs space and may fail cleanly), then the item shrinks.
+ * split needs room for one item header in the leaf, made (or refused with
+ * ENOSPC) before anything changes; the rest happens inside that leaf.
  * Any other failure after a change aborts the transaction.
  */
 #include "trans/csum_w.h"
@@ -83,10 +82,9 @@ struct csum_span {
 
 /*
  * The csum item with the largest start below `end` (0 found, 1 none).
- * With `copy`, *copy gets a malloc'd copy of its checksums.
  */
 static int last_item_before(struct ubt_trans *t, struct ubt_wroot *root, uint64_t end,
-			    struct csum_span *out, uint8_t **copy)
+			    struct csum_span *out)
 {
 	struct ubt_fs *fs = t->w->fs;
 	uint32_t ss = fs->sectorsize, cs = fs->csum_size;
@@ -112,13 +110,6 @@ static int last_item_before(struct ubt_trans *t, struct ubt_wroot *root, uint64_
 			out->start = key.offset;
 			out->n = size / cs;
 			out->end = key.offset + (uint64_t)out->n * ss;
-			if (copy) {
-				*copy = malloc(size + 1);
-				if (!*copy)
-					ret = -ENOMEM;
-				else
-					memcpy(*copy, ubt_eb_item_data(leaf, slot), size);
-			}
 		}
 	}
 	ubt_path_release(&fs->tree, &path);
@@ -231,7 +222,7 @@ int ubt_csum_insert(struct ubt_trans *t, uint64_t bytenr, const uint8_t *csums, 
 
 	/* Items do not overlap: only the last one starting before the end
 	 * can reach into the range, and only it can end at its start. */
-	ret = last_item_before(t, root, bytenr + len, &prev, NULL);
+	ret = last_item_before(t, root, bytenr + len, &prev);
 	if (ret < 0)
 		return ret;
 	if (ret == 0) {
@@ -342,12 +333,52 @@ static int shrink_item(struct ubt_trans *t, struct ubt_wroot *root, const struct
 	return ret;
 }
 
-int ubt_csum_delete(struct ubt_trans *t, uint64_t bytenr, uint64_t len)
+/*
+ * Take [bytenr, end) out of the middle of the csum item `it`, in its leaf
+ * (as the kernel's btrfs_split_item): the item keeps [it.start, bytenr) and
+ * a new item right after it holds [end, it.end).  The leaf needs room for
+ * one more item header only - the search makes that much (the one step
+ * that may meet ENOSPC, before any change); cutting the item first frees
+ * the bytes the tail needs, so the rest cannot fail for space.
+ */
+static int punch_item(struct ubt_trans *t, struct ubt_wroot *root, const struct csum_span *it,
+		      uint64_t bytenr, uint64_t end)
 {
 	struct ubt_fs *fs = t->w->fs;
-	uint32_t ss = fs->sectorsize, cs = fs->csum_size;
+	uint32_t ss = fs->sectorsize, cs = fs->csum_size, ns = fs->nodesize;
+	uint32_t head = (uint32_t)((bytenr - it->start) / ss);
+	uint32_t tail = (uint32_t)((it->end - end) / ss);
+	struct ubt_path path;
+	struct btrfs_key key;
+	int ret = find_item_w(t, root, it->start, it->n, 0, (uint32_t)sizeof(struct btrfs_item),
+			      &path);
+
+	if (ret)
+		return ret;
+	struct ubt_eb *leaf = path.nodes[0];
+	int slot = path.slots[0];
+	uint8_t *copy = malloc((size_t)tail * cs + 1);
+	if (!copy) {
+		ubt_path_release(&fs->tree, &path);
+		return -ENOMEM;
+	}
+	memcpy(copy, ubt_eb_item_data(leaf, slot) + (size_t)(it->n - tail) * cs, (size_t)tail * cs);
+	ret = ubt_truncate_item(t, &path, head * cs, false);
+	if (!ret) {
+		csum_key(&key, end);
+		ret = ubt_leaf_insert_item(ubt_eb_wdata(leaf), ns, slot + 1, &key, tail * cs);
+	}
+	if (!ret)
+		memcpy(ubt_eb_witem_data(leaf, slot + 1), copy, (size_t)tail * cs);
+	free(copy);
+	ubt_path_release(&fs->tree, &path);
+	return abort_changed(t, ret);
+}
+
+int ubt_csum_delete(struct ubt_trans *t, uint64_t bytenr, uint64_t len)
+{
 	struct ubt_wroot *root;
-	bool changed = false, half_split = false;
+	bool changed = false;
 	int ret;
 
 	ret = csum_begin(t, bytenr, len, &root);
@@ -357,9 +388,8 @@ int ubt_csum_delete(struct ubt_trans *t, uint64_t bytenr, uint64_t len)
 
 	for (;;) {
 		struct csum_span it;
-		uint8_t *copy = NULL;
 
-		ret = last_item_before(t, root, end, &it, NULL);
+		ret = last_item_before(t, root, end, &it);
 		if (ret) {
 			ret = ret < 0 ? ret : 0;	/* 1: no item starts before the end */
 			break;
@@ -375,29 +405,9 @@ int ubt_csum_delete(struct ubt_trans *t, uint64_t bytenr, uint64_t len)
 			if (first == bytenr)
 				break;
 		} else if (it.start < bytenr && it.end > end) {
-			/* The range is inside: the tail becomes an item of its
-			 * own (first, while nothing has changed: it may need new
-			 * space), then the item loses everything from bytenr. */
-			ret = last_item_before(t, root, end, &it, &copy);
-			if (ret) {
-				ret = ret < 0 ? ret : UBT_CORRUPT(root->ref.bytenr, "csum item vanished");
-				break;
-			}
-			struct btrfs_key key;
-			uint8_t *dst;
-			uint32_t tail = (uint32_t)((it.end - end) / ss);
-			csum_key(&key, end);
-			ret = ubt_insert_item(t, root, &key, tail * cs, &dst);
-			if (!ret) {
-				memcpy(dst, copy + (size_t)(it.n - tail) * cs, (size_t)tail * cs);
-				changed = true;
-				ret = shrink_item(t, root, &it, it.start, bytenr);
-				half_split = ret != 0;	/* two items hold the tail */
-			} else if (ret == -EEXIST) {
-				ret = UBT_CORRUPT(root->ref.bytenr, "csum items overlap at %llu",
-						  (unsigned long long)end);
-			}
-			free(copy);
+			/* The range is inside: split the item in its leaf. */
+			ret = punch_item(t, root, &it, bytenr, end);
+			changed = changed || !ret;
 			break;
 		} else if (it.start < bytenr) {
 			ret = shrink_item(t, root, &it, it.start, bytenr);	/* its end */
@@ -412,7 +422,7 @@ int ubt_csum_delete(struct ubt_trans *t, uint64_t bytenr, uint64_t len)
 				break;
 		}
 	}
-	if (ret == -ENOSPC && !half_split && !t->w->aborted)
+	if (ret == -ENOSPC && !t->w->aborted)
 		return ret;	/* a reservation failed: the tree is well-formed */
 	return changed ? abort_changed(t, ret) : ret;
 }

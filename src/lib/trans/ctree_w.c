@@ -9,9 +9,13 @@
  * of its pointers is merged with or evened out against a neighbour, and a
  * root node with one child gives way to it.  After such a change the search
  * starts again from the root (the blocks are now this transaction's, so the
- * second descent copies nothing).  Leaves are split (insert) or merged into
- * a neighbour when less than a third full (delete) by the operation itself,
- * so a parent always has room for the pointer a leaf split adds.
+ * second descent copies nothing).  A leaf without room first moves items
+ * into a neighbour under the same parent that has it (push_for_room, as the
+ * kernel's push_leaf_left/right), else it is split (insert) - evenly by
+ * bytes, except an append at the end of the tree, which leaves the full
+ * leaf full; leaves are merged into a neighbour when less than a third full
+ * (delete) by the operation itself, so a parent always has room for the
+ * pointer a leaf split adds.
  *
  * Invariants kept: a node's key for a child equals the child's first key
  * (low keys fixed up the path after a change at slot 0); no node is empty;
@@ -370,6 +374,140 @@ static int split_node(struct ubt_trans *t, struct ubt_wroot *root, struct ubt_pa
 	return ret;
 }
 
+/* The path ends in the tree's last leaf (every slot on it is the last). */
+static bool rightmost_leaf(const struct ubt_path *path)
+{
+	for (int i = 1; i < BTRFS_MAX_LEVEL && path->nodes[i]; i++)
+		if (path->slots[i] + 1 != (int)ubt_eb_nritems(path->nodes[i]))
+			return false;
+	return true;
+}
+
+/*
+ * Where to split a leaf whose item `slot` must grow by `add` bytes: the cut
+ * c (items [0, c) stay, [c, n) move right; 0 < c < n) after which both
+ * leaves fit, the grown item included, with their used bytes most even.
+ * Else (the item with its growth fits only alone) c = slot + 1 if items
+ * follow it, then slot: two splits isolate it.
+ */
+static int grow_split_point(const struct ubt_eb *leaf, uint32_t ns, int slot, uint32_t add)
+{
+	int n = (int)ubt_eb_nritems(leaf);
+	int total = ubt_leaf_space_used(leaf->data, ns, 0, n);
+	uint64_t cap = btrfs_leaf_data_size(ns), best = UINT64_MAX;
+	int cut = -1;
+
+	if (total < 0)
+		return total;
+	for (int c = 1; c < n; c++) {
+		int l = ubt_leaf_space_used(leaf->data, ns, 0, c);
+		if (l < 0)
+			return l;
+		uint64_t left = (uint64_t)l + (slot < c ? add : 0);
+		uint64_t right = (uint64_t)(total - l) + (slot >= c ? add : 0);
+		if (left > cap || right > cap)
+			continue;
+		if (UBT_MAX(left, right) < best) {
+			best = UBT_MAX(left, right);
+			cut = c;
+		}
+	}
+	if (cut < 0)
+		cut = slot + 1 < n ? slot + 1 : slot;
+	return cut;
+}
+
+/*
+ * Before a split: make `want` free bytes in the leaf at the path (a new
+ * item's bytes with its header, or an existing item's growth) by moving
+ * items into a neighbour under the same parent that has room, as the
+ * kernel does: leaves stay full where a split would leave two half empty.
+ * The insertion point (a new item's slot) or the growing item stays in
+ * this leaf, which keeps at least one item, and the parent's key for the
+ * leaf on the path keeps at or below the search key.  A neighbour is only
+ * copied on write when it takes the items.  1: room made (search again);
+ * 0: no neighbour can take enough.
+ */
+static int push_for_room(struct ubt_trans *t, struct ubt_wroot *root, struct ubt_path *path,
+			 uint32_t want, bool existing)
+{
+	struct ubt_fs *fs = t->w->fs;
+	uint32_t ns = fs->nodesize;
+	struct ubt_eb *leaf = path->nodes[0], *parent = path->nodes[1], *sib;
+	int slot = path->slots[0], n = (int)ubt_eb_nritems(leaf);
+	int free_space = ubt_leaf_free_space(leaf->data, ns);
+	struct btrfs_key key;
+	int ret, k, sfree;
+
+	if (!parent || free_space < 0 || n < 2)
+		return free_space < 0 ? free_space : 0;
+	int pslot = path->slots[1];
+	int pn = (int)ubt_eb_nritems(parent);
+	uint32_t short_by = want - (uint32_t)free_space;
+
+	/* Left: the first k items; a new item's key must stay above the
+	 * leaf's new first key (k < slot), a growing item stays (k <= slot). */
+	int max_left = UBT_MIN(existing ? slot : slot - 1, n - 1);
+	if (pslot > 0 && max_left > 0) {
+		ret = ubt_read_child(&fs->tree, parent, pslot - 1, root->objectid, &sib);
+		if (ret)
+			return ret;
+		sfree = ubt_leaf_free_space(sib->data, ns);
+		k = sfree > 0 ? ubt_leaf_push_left_max(leaf->data, ns, (uint32_t)sfree, max_left) : 0;
+		int moved = k > 0 ? ubt_leaf_space_used(leaf->data, ns, 0, k) : 0;
+		if (k < 0 || moved < 0) {
+			ubt_eb_put(&fs->tree, sib);
+			return k < 0 ? k : moved;
+		}
+		if (k > 0 && (uint32_t)moved >= short_by) {
+			ret = cow_block(t, root, sib, parent, pslot - 1, &sib);
+			if (ret) {
+				ubt_eb_put(&fs->tree, sib);
+				return ret;
+			}
+			ret = ubt_leaf_push_left(sib->data, leaf->data, ns, k);
+			if (!ret) {
+				first_key(leaf, &key);
+				ret = fixup_low_keys(t, path, 1, &key);
+			}
+			ubt_eb_put(&fs->tree, sib);
+			return ret ? ret : 1;
+		}
+		ubt_eb_put(&fs->tree, sib);
+	}
+	/* Right: the last k items, those after the insertion point (or
+	 * after the growing item). */
+	int max_right = UBT_MIN(n - slot - (existing ? 1 : 0), n - 1);
+	if (pslot + 1 < pn && max_right > 0) {
+		ret = ubt_read_child(&fs->tree, parent, pslot + 1, root->objectid, &sib);
+		if (ret)
+			return ret;
+		sfree = ubt_leaf_free_space(sib->data, ns);
+		k = sfree > 0 ? ubt_leaf_push_right_max(leaf->data, ns, (uint32_t)sfree, max_right) : 0;
+		int moved = k > 0 ? ubt_leaf_space_used(leaf->data, ns, n - k, k) : 0;
+		if (k < 0 || moved < 0) {
+			ubt_eb_put(&fs->tree, sib);
+			return k < 0 ? k : moved;
+		}
+		if (k > 0 && (uint32_t)moved >= short_by) {
+			ret = cow_block(t, root, sib, parent, pslot + 1, &sib);
+			if (ret) {
+				ubt_eb_put(&fs->tree, sib);
+				return ret;
+			}
+			ret = ubt_leaf_push_right(leaf->data, sib->data, ns, k);
+			if (!ret) {
+				first_key(sib, &key);
+				ret = ubt_node_set_key(parent->data, ns, pslot + 1, &key);
+			}
+			ubt_eb_put(&fs->tree, sib);
+			return ret ? ret : 1;
+		}
+		ubt_eb_put(&fs->tree, sib);
+	}
+	return 0;
+}
+
 /*
  * Split the leaf so that an item of data_size bytes fits at slots[0] (a
  * new item; with `existing`, the item at slots[0] grows by data_size).
@@ -385,21 +523,35 @@ static int split_leaf(struct ubt_trans *t, struct ubt_wroot *root, struct ubt_pa
 	int ret;
 
 	if (existing) {
-		/* Move the items after it out; next time, the item itself. */
 		int used = ubt_leaf_space_used(leaf->data, ns, slot, 1);
 		if (used < 0)
 			return used;
 		if ((uint32_t)used + data_size > btrfs_leaf_data_size(ns) || nritems < 2)
 			return -E2BIG;
-		split = slot + 1 < nritems ? slot + 1 : slot;
+		if (slot == nritems - 1 && rightmost_leaf(path)) {
+			/* The tree's last item grows (an append): it alone
+			 * moves on, the full leaf stays full. */
+			split = slot;
+		} else {
+			ret = grow_split_point(leaf, ns, slot, data_size);
+			if (ret < 0)
+				return ret;
+			split = ret;
+		}
 	} else {
 		struct ubt_leaf_split_plan plan;
 		if (nritems == 0)
 			return -E2BIG;	/* an empty leaf too small: cannot happen */
-		ret = ubt_leaf_split_plan(leaf->data, ns, slot, data_size, &plan);
-		if (ret)
-			return ret;
-		split = plan.split;
+		if (slot == nritems && rightmost_leaf(path)) {
+			/* Appending at the end of the tree (new inodes, new
+			 * extents): keep this leaf full, start a new one. */
+			split = nritems;
+		} else {
+			ret = ubt_leaf_split_plan(leaf->data, ns, slot, data_size, &plan);
+			if (ret)
+				return ret;
+			split = plan.split;
+		}
 	}
 	if (!path->nodes[1]) {
 		ret = grow_root(t, root, path, 0);
@@ -609,7 +761,11 @@ again:
 				if (need && free_space < ins_len) {
 					uint32_t want = existing ? (uint32_t)ins_len
 								 : (uint32_t)ins_len - sizeof(struct btrfs_item);
-					int r2 = split_leaf(t, root, path, key, want, existing);
+					int r2 = push_for_room(t, root, path, (uint32_t)ins_len, existing);
+					if (r2 > 0)
+						goto again;
+					if (r2 == 0)
+						r2 = split_leaf(t, root, path, key, want, existing);
 					if (r2) {
 						ret = r2;
 						goto fail;
@@ -695,10 +851,16 @@ static int merge_leaf(struct ubt_trans *t, struct ubt_wroot *root, struct ubt_pa
 	if (used < 0)
 		return used;
 	if (pslot > 0) {
-		ret = cow_child(t, root, parent, pslot - 1, &sib);
+		/* Copied on write only when it takes the items. */
+		ret = ubt_read_child(&fs->tree, parent, pslot - 1, root->objectid, &sib);
 		if (ret)
 			return ret;
 		if (ubt_leaf_free_space(sib->data, ns) >= used) {
+			ret = cow_block(t, root, sib, parent, pslot - 1, &sib);
+			if (ret) {
+				ubt_eb_put(&fs->tree, sib);
+				return ret;
+			}
 			ret = ubt_leaf_push_left(sib->data, leaf->data, ns, n);
 			if (!ret)
 				ret = del_ptr(t, path, 1, pslot);
@@ -710,12 +872,17 @@ static int merge_leaf(struct ubt_trans *t, struct ubt_wroot *root, struct ubt_pa
 		ubt_eb_put(&fs->tree, sib);
 	}
 	if (pslot + 1 < (int)ubt_eb_nritems(parent)) {
-		ret = cow_child(t, root, parent, pslot + 1, &sib);
+		ret = ubt_read_child(&fs->tree, parent, pslot + 1, root->objectid, &sib);
 		if (ret)
 			return ret;
 		int rn = (int)ubt_eb_nritems(sib);
 		int rused = ubt_leaf_space_used(sib->data, ns, 0, rn);
 		if (rused >= 0 && ubt_leaf_free_space(leaf->data, ns) >= rused) {
+			ret = cow_block(t, root, sib, parent, pslot + 1, &sib);
+			if (ret) {
+				ubt_eb_put(&fs->tree, sib);
+				return ret;
+			}
 			ret = ubt_leaf_push_left(leaf->data, sib->data, ns, rn);
 			if (!ret)
 				ret = del_ptr(t, path, 1, pslot + 1);

@@ -41,6 +41,8 @@ static int push(struct ubt_trans *t, const struct ubt_dref *r)
 		t->refs = v;
 		t->refs_cap = cap;
 	}
+	if (t->grow.valid && r->bytenr == t->grow.bytenr)
+		t->grow.valid = false;	/* no longer the one reference */
 	t->refs[t->nrefs++] = *r;
 	return 0;
 }
@@ -658,6 +660,7 @@ int ubt_run_drefs(struct ubt_trans *t)
 	ret = ubt_wroot_get(t, BTRFS_EXTENT_TREE_OBJECTID, &et);
 	if (ret)
 		return ret;
+	t->grow.valid = false;	/* its reference is about to be applied */
 	for (int round = 0; t->nrefs; round++) {
 		if (round > 1000)
 			return UBT_CORRUPT(0, "delayed references do not settle");

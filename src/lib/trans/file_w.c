@@ -354,6 +354,12 @@ static int write_regular(struct fw *w, uint64_t off, const uint8_t *data, size_t
 			ret = data_ref(w, bytenr, got, off + done, 0, +1, true);
 		if (ret)
 			return ret;
+		w->t->grow = (struct ubt_grow_hint){
+			.valid = cover == got, .bytenr = bytenr, .num_bytes = got,
+			.root = w->root->objectid, .ino = w->ino, .file_off = off + done,
+			.last_snapshot = btrfs_root_last_snapshot(&w->root->item),
+			.ref = w->t->nrefs - 1,
+		};
 		w->nbytes_delta += (int64_t)cover;
 		done += take;
 	}
@@ -702,6 +708,106 @@ static int write_in_place(struct fw *w, const struct inplace *ip, uint64_t off,
 	return ret;
 }
 
+/* Set the sizes of the REG item at `key` (a search for write finds it). */
+static int set_extent_sizes(struct fw *w, const struct btrfs_key *key, uint64_t num_bytes,
+			    uint64_t disk_num_bytes)
+{
+	struct ubt_path path;
+	int ret;
+
+	ubt_path_init(&path);
+	ret = ubt_search_slot_w(w->t, w->root, key, &path, 0);
+	if (ret == 1)
+		ret = UBT_CORRUPT(0, "inode %llu: extent item %llu vanished under the writer",
+				  (unsigned long long)w->ino, (unsigned long long)key->offset);
+	if (ret == 0 && ubt_eb_item_size(path.nodes[0], path.slots[0]) <
+				sizeof(struct btrfs_file_extent_item))
+		ret = UBT_CORRUPT(path.nodes[0]->start, "inode %llu: short extent item",
+				  (unsigned long long)w->ino);
+	if (ret == 0) {
+		struct btrfs_file_extent_item *fi =
+			(void *)ubt_eb_witem_data(path.nodes[0], path.slots[0]);
+		btrfs_set_file_extent_num_bytes(fi, num_bytes);
+		btrfs_set_file_extent_disk_num_bytes(fi, disk_num_bytes);
+		btrfs_set_file_extent_ram_bytes(fi, disk_num_bytes);
+	}
+	ubt_path_release(&w->fs->tree, &path);
+	return ret;
+}
+
+/*
+ * Appending (tar, cp and every program writing a file in pieces): a write
+ * at s that continues the data extent this transaction made for the same
+ * file's previous write grows that extent instead of starting another, as
+ * the kernel's delayed allocation would have made one extent of it.  The
+ * extent is referenced by this one item only and by no commit (the grow
+ * hint, see trans.h, and the checks below), so its unreferenced tail - the
+ * rest of a partial last sector the previous write left - is rewritten in
+ * place, and the sectors after it are taken if they are free.  Only the
+ * item's sizes, the queued reference's size and the checksums change.
+ * 1: written; 0: not possible (nothing changed); < 0: error.
+ */
+static int grow_last(struct fw *w, uint64_t s, const uint8_t *data, size_t have)
+{
+	struct ubt_trans *t = w->t;
+	struct ubt_grow_hint *g = &t->grow;
+	uint32_t ss = w->fs->sectorsize;
+	bool sum = !(btrfs_inode_flags(&w->inode) & BTRFS_INODE_NODATASUM);
+	struct btrfs_key key;
+	struct btrfs_file_extent_item fi;
+	int ret;
+
+	if (!g->valid || have == 0 || g->root != w->root->objectid || g->ino != w->ino ||
+	    s <= g->file_off || btrfs_root_last_snapshot(&w->root->item) != g->last_snapshot ||
+	    g->ref >= t->nrefs || t->refs[g->ref].bytenr != g->bytenr ||
+	    t->refs[g->ref].num_bytes != g->num_bytes || t->refs[g->ref].delta != 1)
+		return 0;
+	ret = item_le(w, s - 1, &key, &fi);
+	if (ret)
+		return ret < 0 ? ret : 0;
+	uint64_t dlen = btrfs_file_extent_disk_num_bytes(&fi);
+	uint64_t used = btrfs_file_extent_num_bytes(&fi);
+	if (key.offset != g->file_off || btrfs_file_extent_type(&fi) != BTRFS_FILE_EXTENT_REG ||
+	    btrfs_file_extent_disk_bytenr(&fi) != g->bytenr || dlen != g->num_bytes ||
+	    btrfs_file_extent_ram_bytes(&fi) != dlen || btrfs_file_extent_offset(&fi) != 0 ||
+	    btrfs_file_extent_compression(&fi) || btrfs_file_extent_encryption(&fi) ||
+	    btrfs_file_extent_other_encoding(&fi) ||
+	    btrfs_file_extent_generation(&fi) != t->transid || used > dlen ||
+	    key.offset + used != s)
+		return 0;
+	uint64_t cover = UBT_ALIGN_UP((uint64_t)have, (uint64_t)ss);
+	uint64_t new_used = used + cover;
+	uint64_t new_len = UBT_MAX(dlen, new_used);
+	if (new_len > MAX_EXTENT)
+		return 0;
+	if (new_len > dlen) {
+		ret = ubt_alloc_data_at(t, g->bytenr, g->bytenr + dlen, new_len - dlen);
+		if (ret)
+			return ret == -ENOSPC ? 0 : ret;
+	}
+	/* From here on a failure leaves the extent half grown: abort. */
+	uint8_t *cs = NULL;
+	ret = write_sectors(w, g->bytenr + used, data, have, cover, sum ? &cs : NULL);
+	if (!ret && sum && dlen > used)
+		ret = ubt_csum_delete(t, g->bytenr + used, UBT_MIN(dlen, new_used) - used);
+	if (!ret && sum)
+		ret = ubt_csum_insert(t, g->bytenr + used, cs, (size_t)(cover / ss));
+	free(cs);
+	if (!ret)
+		ret = set_extent_sizes(w, &key, new_used, new_len);
+	if (ret) {
+		if (!t->w->aborted) {
+			t->w->aborted = true;
+			t->w->abort_err = ret;
+		}
+		return ret;
+	}
+	t->refs[g->ref].num_bytes = new_len;
+	g->num_bytes = new_len;
+	w->nbytes_delta += (int64_t)cover;
+	return 1;
+}
+
 /* Write [s, e) copy-on-write (the part of the write in it). */
 static int write_cow(struct fw *w, uint64_t s, uint64_t e, uint64_t off, const uint8_t *data,
 		     size_t len)
@@ -710,8 +816,10 @@ static int write_cow(struct fw *w, uint64_t s, uint64_t e, uint64_t off, const u
 	int ret = drop_extents(w, s, e);
 
 	if (!ret)
+		ret = grow_last(w, s, data + (s - off), have);
+	if (ret == 0)
 		ret = write_regular(w, s, data + (s - off), have);
-	return ret;
+	return ret < 0 ? ret : 0;
 }
 
 /*

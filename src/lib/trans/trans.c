@@ -565,6 +565,17 @@ int ubt_trans_commit_prepare(struct ubt_trans *t)
 	size_t dbg_refs = t->nrefs;
 	uint64_t dbg_bound = ubt_commit_ref_blocks(t);
 	ret = settle(t);
+	if (getenv("UBTRFS_DEBUG_SPACE")) {
+		unsigned cnt[16][3] = { { 0 } };
+		for (size_t i = 0; i < t->ndirty; i++) {
+			uint64_t o = ubt_eb_owner(t->dirty[i]);
+			unsigned lv = btrfs_header_level(ubt_eb_header(t->dirty[i]));
+			cnt[o < 15 ? o : 15][lv > 1 ? 2 : lv]++;
+		}
+		for (int o = 0; o < 16; o++)
+			if (cnt[o][0] + cnt[o][1] + cnt[o][2])
+				fprintf(stderr, "  owner %d: leaves %u l1 %u higher %u\n", o, cnt[o][0], cnt[o][1], cnt[o][2]);
+	}
 	if (getenv("UBTRFS_DEBUG_SPACE"))
 		fprintf(stderr, "commit %llu: free %llu -> %llu, dirty %zu -> %zu, "
 			"refs %zu (bound %llu, trees %llu) (%d)\n",

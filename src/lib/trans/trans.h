@@ -136,6 +136,18 @@ struct ubt_trans {
 	/* Inside one user-visible operation (ubt_op_scope): its first reserve
 	 * held back room for all of it (op_reserved). */
 	bool op_scope, op_reserved;
+	/* The data extent a file's last copy-on-write write created in this
+	 * transaction (file_w.c): a write continuing the file right after it
+	 * grows it in place instead of starting another extent.  Valid while
+	 * its one reference, refs[ref], is the only change queued for it
+	 * (any other reference queued for bytenr clears it: extent_w.c). */
+	struct ubt_grow_hint {
+		bool valid;
+		uint64_t bytenr, num_bytes;	/* the extent, as refs[ref] says */
+		uint64_t root, ino, file_off;	/* its one item's key */
+		uint64_t last_snapshot;		/* the root's, when it was made */
+		size_t ref;
+	} grow;
 };
 
 /* ---- writer lifetime (trans.c) ----------------------------------------- */
@@ -269,6 +281,10 @@ int ubt_commit_space(struct ubt_trans *t);
  * the first free run from the group's cursor, at least a sector.
  * -ENOSPC when no data group has a free sector. */
 int ubt_alloc_data_extent(struct ubt_trans *t, uint64_t want, uint64_t *bytenr, uint64_t *got);
+/* Take exactly [bytenr, bytenr + len) for data, if all of it is free and in
+ * the data group (not RAID5/6) that holds `extent` (an extent must not
+ * cross block groups): 0, or -ENOSPC (nothing taken). */
+int ubt_alloc_data_at(struct ubt_trans *t, uint64_t extent, uint64_t bytenr, uint64_t len);
 /* Free bytes in the data groups (not counting pinned space). */
 uint64_t ubt_data_free_bytes(struct ubt_wfs *w);
 /* A new chunk of this kind (BTRFS_BLOCK_GROUP_DATA or _METADATA), in the

@@ -22,6 +22,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static size_t bucket_of(const struct ubt_tree_ctx *t, uint64_t start)
 {
@@ -31,11 +32,33 @@ static size_t bucket_of(const struct ubt_tree_ctx *t, uint64_t start)
 	return (size_t)(h >> 32) % t->nbuckets;
 }
 
+/*
+ * The default bound: 256 MiB, or an eighth of the machine's memory where
+ * that is less (at least 64 MiB).  A quarter of it may be dirty before a
+ * read-write mount commits early (api_write.c): a transaction that touches
+ * blocks all over a large tree (rm -rf of a tree created in another order)
+ * then rewrites it a few times rather than dozens.  The cache only grows to
+ * its bound when that much metadata is read or changed.
+ */
+static uint64_t default_cache_bytes(void)
+{
+	uint64_t def = 256ull << 20, lo = 64ull << 20;
+#if defined(_SC_PHYS_PAGES) && defined(_SC_PAGESIZE)
+	long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+	if (pages > 0 && psz > 0) {
+		uint64_t eighth = (uint64_t)pages * (uint64_t)psz / 8;
+		if (eighth < def)
+			def = eighth > lo ? eighth : lo;
+	}
+#endif
+	return def;
+}
+
 int ubt_tree_ctx_init(struct ubt_tree_ctx *t, struct ubt_volume *vol, uint64_t cache_bytes)
 {
 	memset(t, 0, sizeof(*t));
 	t->vol = vol;
-	t->max_bytes = cache_bytes ? cache_bytes : 64ull << 20;
+	t->max_bytes = cache_bytes ? cache_bytes : default_cache_bytes();
 	/* Never fewer than a few root-to-leaf paths' worth of blocks. */
 	if (t->max_bytes < 64ull * vol->nodesize)
 		t->max_bytes = 64ull * vol->nodesize;
