@@ -288,7 +288,7 @@ def main():
           f"{tree}. btrfs metadata in use: {md / (1 << 20):.1f} MiB.")
     w("")
     targets_md = ("**Targets.** `ubtrfs`: the FUSE daemon (`ubtrfs mount -f -o ro`, default "
-      "cache_size 64M) on a btrfs image made by "
+      "cache_size: 256M, at most an eighth of RAM) on a btrfs image made by "
       f"{meta.get('ubtrfs_image', '?')}. `ubtrfs-kernelmkfs`: the same daemon on "
       "the image made by mkfs.btrfs (defaults) and populated by the kernel. "
       "`kernel-btrfs`: that mkfs.btrfs image on a "
