@@ -94,6 +94,17 @@ UBTRFS_API int ubtrfs_open_cache(const char *const *devices, size_t ndev, unsign
 UBTRFS_API void ubtrfs_close(ubtrfs_fs *fs);
 UBTRFS_API bool ubtrfs_is_readonly(const ubtrfs_fs *fs);
 
+/*
+ * A function the library calls on the calling thread just before that
+ * thread waits: for a lock another thread holds, or for the device writes
+ * and flushes of a commit.  A server that handles requests on one thread
+ * at a time uses it to let another thread take over (the FUSE driver).
+ * The hook must not call into the library.  NULL removes it; set it before
+ * other threads use the handle.
+ */
+typedef void (*ubtrfs_block_fn)(void *ctx);
+UBTRFS_API void ubtrfs_set_block_hook(ubtrfs_fs *fs, ubtrfs_block_fn fn, void *ctx);
+
 /* An inode: the subvolume (tree id) and the inode number inside it. */
 typedef struct ubtrfs_ino {
 	uint64_t subvol;

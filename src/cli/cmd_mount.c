@@ -637,7 +637,10 @@ static int mount_main(int argc, char **argv, struct cli_fs_args *a)
 	if (cli_fs_open(a, &fs, &root))
 		return 1;
 	char *fsname = realpath(argv[optind], NULL);
-	fo.mountpoint = argv[argc - 1];
+	/* Absolute: the daemon changes to / and must still find the mount
+	 * point to unmount it when it gets SIGTERM. */
+	char *mnt = realpath(argv[argc - 1], NULL);
+	fo.mountpoint = mnt ? mnt : argv[argc - 1];
 	if (!fo.fsname)
 		fo.fsname = fsname ? fsname : argv[optind];
 	fo.subvol = root.subvol;
@@ -645,5 +648,6 @@ static int mount_main(int argc, char **argv, struct cli_fs_args *a)
 	int ret = ubtrfs_fuse_serve(fs, &fo);
 	ubtrfs_close(fs);
 	free(fsname);
+	free(mnt);
 	return ret;
 }

@@ -24,13 +24,16 @@
  * default 30 as the kernel's) by a timer thread, by size (commit_due in
  * the library's api_write.c) and at unmount.
  *
- * Threads: libfuse's multi-threaded loop; the library is thread-safe.
+ * Threads: loop.c's; a request is handled by the thread that read it, and
+ * one about to wait (a READ, the library's block hook) lets another thread
+ * read on.  The library is thread-safe.
  */
 #define FUSE_USE_VERSION 312
 #include "ubtrfs_fuse.h"
 #include "fuse_acl.h"
 #include "fuse_init_io.h"
 #include "fuse_killpriv.h"
+#include "fuse_loop.h"
 
 #include <errno.h>
 #include <fuse_lowlevel.h>
@@ -54,6 +57,7 @@
 #define CACHE_TIMEOUT 86400.0
 #define RW_TIMEOUT 1.0
 #define DEFAULT_COMMIT_INTERVAL 30
+#define MAX_THREADS 16
 
 struct fuse_state {
 	ubtrfs_fs *fs;
@@ -413,6 +417,8 @@ static void op_read(fuse_req_t req, fuse_ino_t node, size_t size, off_t off,
 	(void)fi;
 
 	from_node(s, node, &id);
+	/* The data may come from the disk: let another thread read on. */
+	ubtrfs_fuse_loop_yield();
 	size_t cap = 2 * (size / 4096) + 3;
 	char *buf = malloc(size ? size : 1);
 	struct iovec *iov = malloc(cap * sizeof(*iov));
@@ -1294,6 +1300,12 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 	return ubtrfs_init_io_writev(&((struct fuse_state *)userdata)->io, fd, iov, count);
 }
 
+static void block_hook(void *ctx)
+{
+	(void)ctx;
+	ubtrfs_fuse_loop_yield();
+}
+
 int ubtrfs_fuse_serve(ubtrfs_fs *fs, const struct ubtrfs_fuse_opts *o)
 {
 	struct fuse_state s = { 0 };
@@ -1372,18 +1384,11 @@ int ubtrfs_fuse_serve(ubtrfs_fs *fs, const struct ubtrfs_fuse_opts *o)
 	/* Threads after daemonizing: fork keeps only the calling thread. */
 	if (s.rw && pthread_create(&s.timer, NULL, commit_timer, &s) == 0)
 		s.timer_running = true;
-	struct fuse_loop_config *cfg = fuse_loop_cfg_create();
-	if (cfg) {
-		fuse_loop_cfg_set_clone_fd(cfg, 0);
-		/* Keep idle workers: a thread created per request costs more than
-		 * the request itself. */
-		fuse_loop_cfg_set_idle_threads(cfg, 8);
-		fuse_loop_cfg_set_max_threads(cfg, 16);
-		ret = fuse_session_loop_mt(se, cfg);
-		fuse_loop_cfg_destroy(cfg);
-	} else {
-		ret = fuse_session_loop(se);
-	}
+	/* Requests are handled on the thread that reads them; a handler about
+	 * to wait lets another thread read on (loop.c). */
+	ubtrfs_set_block_hook(fs, block_hook, NULL);
+	ret = ubtrfs_fuse_loop(se, MAX_THREADS);
+	ubtrfs_set_block_hook(fs, NULL, NULL);
 	ret = ret < 0 ? 1 : 0;
 out_unmount:
 	stop_timer(&s);

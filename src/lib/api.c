@@ -214,6 +214,12 @@ bool ubtrfs_is_readonly(const ubtrfs_fs *f)
 	return f->readonly;
 }
 
+void ubtrfs_set_block_hook(ubtrfs_fs *f, ubtrfs_block_fn fn, void *ctx)
+{
+	f->block_hook = fn;
+	f->block_ctx = ctx;
+}
+
 /* ---- features ---------------------------------------------------------- */
 
 void ubtrfs_supported_features(struct ubtrfs_feature_report *out)

@@ -29,6 +29,9 @@ struct ubtrfs_fs {
 	 */
 	pthread_mutex_t wlock;
 	pthread_rwlock_t lock;
+	/* Called before this thread waits (ubtrfs_set_block_hook). */
+	ubtrfs_block_fn block_hook;
+	void *block_ctx;
 	/* Writable handles (api_write.c): namespace state and the running
 	 * transaction, started by the first write, ended by ubtrfs_commit. */
 	struct ubt_ns *ns;
@@ -38,9 +41,17 @@ struct ubtrfs_fs {
 	struct ubt_inuse *inuse;
 };
 
+static inline void ubt_api_will_block(ubtrfs_fs *f)
+{
+	if (f->block_hook)
+		f->block_hook(f->block_ctx);
+}
 static inline void ubt_api_rdlock(ubtrfs_fs *f)
 {
-	pthread_rwlock_rdlock(&f->lock);
+	if (pthread_rwlock_tryrdlock(&f->lock)) {
+		ubt_api_will_block(f);
+		pthread_rwlock_rdlock(&f->lock);
+	}
 }
 static inline void ubt_api_unlock(ubtrfs_fs *f)
 {
@@ -49,8 +60,14 @@ static inline void ubt_api_unlock(ubtrfs_fs *f)
 /* Writers: both locks (api_write.c). */
 static inline void ubt_api_wrlock(ubtrfs_fs *f)
 {
-	pthread_mutex_lock(&f->wlock);
-	pthread_rwlock_wrlock(&f->lock);
+	if (pthread_mutex_trylock(&f->wlock)) {
+		ubt_api_will_block(f);
+		pthread_mutex_lock(&f->wlock);
+	}
+	if (pthread_rwlock_trywrlock(&f->lock)) {
+		ubt_api_will_block(f);
+		pthread_rwlock_wrlock(&f->lock);
+	}
 }
 static inline void ubt_api_wrunlock(ubtrfs_fs *f)
 {

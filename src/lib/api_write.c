@@ -329,9 +329,13 @@ static int commit_locked(ubtrfs_fs *f)
 	int ret = ubt_trans_commit_prepare(t);
 	if (ret)
 		return ret > 0 ? 0 : ret;
+	ubt_api_will_block(f);
 	pthread_rwlock_unlock(&f->lock);
 	ret = ubt_trans_commit_write(t);
-	pthread_rwlock_wrlock(&f->lock);
+	if (pthread_rwlock_trywrlock(&f->lock)) {
+		ubt_api_will_block(f);
+		pthread_rwlock_wrlock(&f->lock);
+	}
 	return ubt_trans_commit_finish(t, ret);
 }
 

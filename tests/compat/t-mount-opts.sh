@@ -16,8 +16,8 @@
 #             write within 4 s; the default (30 s) commits nothing within
 #             6 s and by 34 s.  "Committed" = `ubtrfs cat` finds the data
 #             in a copy of the image taken while it is mounted.
-#   sigterm   SIGTERM to a foreground daemon and to a daemonized one:
-#             exit 0, unmounted, the uncommitted writes are in the image,
+#   sigterm   SIGTERM to a foreground daemon and to a daemonized one
+#             (mounted on a relative path): exit 0, unmounted, the uncommitted writes are in the image,
 #             btrfs check --readonly clean, the kernel reads them.
 #   remount   ubtrfs mount -o remount,ro commits and refuses writes,
 #             remount,rw writes again; a read-only mount refuses
@@ -383,11 +383,12 @@ cell_commit_sigterm() {
 		}
 	fi
 
-	# a daemonized mount: its PID found by the image it holds
+	# a daemonized mount, its mount point given relative to the caller's
+	# directory (the daemon runs in /): its PID found by the image it holds
 	local mnt=$T/termd.m pids
 	mkdir -p "$mnt"
 	oracle_register_mount "$mnt"
-	if ! "$UBTRFS" mount -o rw,commit=3600 "$IMG" "$mnt" 2>"$T/termd.log"; then
+	if ! (cd "$T" && "$UBTRFS" mount -o rw,commit=3600 "$IMG" termd.m) 2>"$T/termd.log"; then
 		ro_fail "sigterm: daemonized mount failed"
 		ro_show "$T/termd.log"
 		return 0
