@@ -14,10 +14,11 @@
  * are derived rather than allocated, forget needs no bookkeeping.
  *
  * Caching: the daemon owns the image, so entries, attributes and file data
- * may be cached by the kernel for a long time (read-only mount).  A
- * read-write mount (EXPERIMENTAL) caches entries and attributes for 1 s and
- * file pages only within one open; every change goes through this daemon,
- * which replies with fresh attributes.
+ * may be cached by the kernel for a long time, in both modes.  Read-write
+ * (EXPERIMENTAL), every change comes through this mount: the kernel drops
+ * or updates what it cached for each change it sends (an entry change
+ * invalidates the directory's attributes, a write the file's size and
+ * times, an unlink the inode's), and our replies carry fresh attributes.
  *
  * Writing: the library runs one transaction at a time; it is committed on
  * fsync/fsyncdir, every commit_interval seconds (mount option commit=N,
@@ -55,7 +56,6 @@
 #define INO_SHIFT 40
 #define INO_MASK ((1ull << INO_SHIFT) - 1)
 #define CACHE_TIMEOUT 86400.0
-#define RW_TIMEOUT 1.0
 #define DEFAULT_COMMIT_INTERVAL 30
 #define MAX_THREADS 16
 
@@ -79,7 +79,8 @@ struct fuse_state {
 
 static double timeout(const struct fuse_state *s)
 {
-	return s->rw ? RW_TIMEOUT : CACHE_TIMEOUT;
+	(void)s;
+	return CACHE_TIMEOUT;
 }
 
 uint64_t ubtrfs_fuse_ino(uint64_t mount_subvol, ubtrfs_ino id)
