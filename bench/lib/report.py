@@ -48,6 +48,12 @@ WORKLOADS = {
                  "page cache dropped first; CPU and RSS are the tool's own", False),
     "mount": ("Mount time, cold", "from the mount command's start until it returns with "
               "the mount ready; page cache dropped first", False),
+    "mount-large": ("Mount time of a large filesystem, read-only",
+                    "mount -o ro of a 10 GiB mkfs.btrfs image holding {large_files} files of "
+                    "4 KiB in 100 directories (made by the kernel), from the command's start "
+                    "until the mount is ready; page cache dropped first", False),
+    "mount-large-rw": ("Mount time of a large filesystem, read-write",
+                       "as mount-large, mounted read-write", False),
     "mkfs": ("mkfs of an empty filesystem",
              "`ubtrfs mkfs -f -q IMG` against btrfs-progs `mkfs.btrfs -f -q IMG` (row "
              "kernel-btrfs), IMG a fresh 4 GiB sparse file on the disk of the other images; "
@@ -346,7 +352,7 @@ def main():
             continue
         title, what, higher = WORKLOADS.get(wl, (wl, "", True))
         sizes = {k: meta.get(k, "?") for k in ("w_seq_mib", "w_rand_mib", "w_rand_io_mib",
-                                               "w_files")}
+                                               "w_files", "large_files")}
         title, what = title.format(**sizes), what.format(**sizes)
         w("")
         w(f"### {wl}: {title}")

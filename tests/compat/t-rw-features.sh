@@ -49,27 +49,10 @@ COMPAT_RO_BIT=$((1 << 40))
 # Offsets from src/lib/format/btrfs_format.h: compat_ro_flags 180,
 # incompat_flags 188, csum_type 196, label 299 (256 bytes).
 sb_patch() {
-	"$ORACLE_PYTHON" - "$@" <<'EOF'
+	PYTHONPATH=$UBTRFS_SOURCE_ROOT/tests/tools "$ORACLE_PYTHON" - "$@" <<'EOF'
 import struct, sys
+from crc32c import crc32c
 
-def table():
-    t = []
-    for i in range(256):
-        c = i
-        for _ in range(8):
-            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
-        t.append(c)
-    return t
-
-TAB = table()
-
-def crc32c(data):
-    c = 0xFFFFFFFF
-    for x in data:
-        c = TAB[(c ^ x) & 0xFF] ^ (c >> 8)
-    return c ^ 0xFFFFFFFF
-
-assert crc32c(b"123456789") == 0xE3069283
 img, field, value = sys.argv[1], sys.argv[2], sys.argv[3]
 primary_only = len(sys.argv) > 4 and sys.argv[4] == "primary"
 copies = (65536,) if primary_only else (65536, 64 << 20, 256 << 30)
