@@ -76,6 +76,8 @@ enum ubtrfs_open_flags {
 					 * "writing" below */
 	UBTRFS_OPEN_DEGRADED = 1 << 1,	/* allow missing devices where profiles allow */
 	UBTRFS_OPEN_NOLOGREPLAY = 1 << 2, /* open despite a dirty fsync log, ignoring it */
+	UBTRFS_OPEN_KEEP_WRITERS_OUT = 1 << 3, /* read-only: while open, a read-write
+					 * open of the devices fails (-EBUSY) */
 };
 
 /*
@@ -85,7 +87,11 @@ enum ubtrfs_open_flags {
  * feature we do not support refuses the open (-EOPNOTSUPP); a compat_ro
  * feature we cannot write refuses read-write (-EROFS) but opens read-only.
  * `cache_bytes` bounds the tree-block cache (0: 64 MiB).  The log says why
- * an open failed.
+ * an open failed.  A read-write open holds its devices alone (an exclusive
+ * flock(2); on Linux a block device is opened O_EXCL, so not while the
+ * kernel has it mounted): another read-write open, or a read-only one with
+ * UBTRFS_OPEN_KEEP_WRITERS_OUT, fails with -EBUSY meanwhile, and the other
+ * way round.
  */
 UBTRFS_API int ubtrfs_open(const char *const *devices, size_t ndev, unsigned flags,
 			   ubtrfs_fs **out);

@@ -36,6 +36,7 @@ struct cli_fs_args {
 	size_t ndev;
 	bool degraded, nologreplay;
 	bool rdwr;			/* open read-write (mount -o rw) */
+	bool keep_writers_out;		/* read-only mount: no writer meanwhile */
 	const char *subvol_path;
 	uint64_t subvolid;
 	uint64_t cache_bytes;

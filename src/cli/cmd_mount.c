@@ -626,6 +626,9 @@ static int mount_main(int argc, char **argv, struct cli_fs_args *a)
 	if (classify_opts(rest, rw, &fo, fuse_extra, sizeof(fuse_extra)))
 		return 1;
 	a->rdwr = rw;
+	/* A read-only mount caches what it read for a day: no writer may
+	 * change the image under it (a read-write open holds it alone). */
+	a->keep_writers_out = !rw;
 	fo.rw = rw;
 	for (int i = optind; i < argc - 1; i++)
 		if (cli_fs_add_device(a, argv[i]))

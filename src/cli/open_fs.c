@@ -25,7 +25,8 @@ int cli_fs_open(struct cli_fs_args *a, ubtrfs_fs **fs, ubtrfs_ino *root)
 {
 	unsigned flags = (a->degraded ? UBTRFS_OPEN_DEGRADED : 0) |
 			 (a->nologreplay ? UBTRFS_OPEN_NOLOGREPLAY : 0) |
-			 (a->rdwr ? UBTRFS_OPEN_RDWR : 0);
+			 (a->rdwr ? UBTRFS_OPEN_RDWR : 0) |
+			 (a->keep_writers_out ? UBTRFS_OPEN_KEEP_WRITERS_OUT : 0);
 	int ret = ubtrfs_open_cache(a->devices, a->ndev, flags, a->cache_bytes, fs);
 
 	if (ret) {

@@ -162,6 +162,7 @@ int ubtrfs_open_cache(const char *const *devices, size_t ndev, unsigned flags,
 	opts.nologreplay = flags & UBTRFS_OPEN_NOLOGREPLAY;
 	opts.cache_bytes = cache_bytes;
 	opts.vol.writable = rw;
+	opts.vol.lock_shared = flags & UBTRFS_OPEN_KEEP_WRITERS_OUT;
 	if (pthread_rwlock_init(&f->lock, NULL)) {
 		free(f);
 		return -ENOMEM;

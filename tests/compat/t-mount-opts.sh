@@ -19,6 +19,12 @@
 #   sigterm   SIGTERM to a foreground daemon and to a daemonized one
 #             (mounted on a relative path): exit 0, unmounted, the uncommitted writes are in the image,
 #             btrfs check --readonly clean, the kernel reads them.
+#   exclusive one writer per image: while a read-write mount is up, a
+#             second read-write mount, a read-only mount and `ubtrfs mkfs
+#             -f` of the image fail with "in use" and change nothing, the
+#             first mount keeps working and an offline `ubtrfs cat` still
+#             reads; while a read-only mount is up, a read-write mount
+#             fails and a second read-only one comes up.
 #   remount   ubtrfs mount -o remount,ro commits and refuses writes,
 #             remount,rw writes again; a read-only mount refuses
 #             remount,rw with its message; a non-mount is refused.
@@ -409,6 +415,52 @@ cell_commit_sigterm() {
 }
 
 # ---------------------------------------------------------------------------
+# refused WHAT CMD...: CMD must fail with an "in use" message.
+refused() {
+	local what=$1 rc=0
+	shift
+	timeout 30 "$@" >"$T/refused.out" 2>&1 || rc=$?
+	((rc != 0)) || ro_fail "$what: succeeded"
+	grep -q 'in use' "$T/refused.out" || ro_fail "$what: no 'in use' message: $(head -c 300 "$T/refused.out")"
+}
+
+cell_exclusive() {
+	RO_CELLS=$((RO_CELLS + 1))
+	new_image excl
+	local m2=$T/excl2.m sum first_pid first_mnt first_log
+	mkdir -p "$m2"
+	oracle_register_mount "$m2"
+	if up excl rw,commit=3600; then
+		printf 'one\n' >"$MNT/one" || ro_fail "exclusive: write failed"
+		sum=$(sha256sum <"$IMG")
+		refused "exclusive: a second read-write mount" "$UBTRFS" mount -f -o rw "$IMG" "$m2"
+		refused "exclusive: a read-only mount under a writer" "$UBTRFS" mount -f -o ro "$IMG" "$m2"
+		refused "exclusive: mkfs -f of a mounted image" "$UBTRFS" mkfs -f -q "$IMG"
+		oracle_is_mounted "$m2" && { umount -l "$m2"; ro_fail "exclusive: a refused mount is mounted"; }
+		[[ $(sha256sum <"$IMG") == "$sum" ]] || ro_fail "exclusive: a refused open changed the image"
+		[[ $("$UBTRFS" cat "$IMG" /hello 2>/dev/null) == hello ]] ||
+			ro_fail "exclusive: ubtrfs cat does not read the mounted image"
+		printf 'two\n' >"$MNT/two" || ro_fail "exclusive: the first mount stopped writing"
+		[[ $(cat "$MNT/one") == one ]] || ro_fail "exclusive: the first mount reads other bytes"
+		down "exclusive (rw)"
+		expect_committed "exclusive" "$IMG" /two two
+	fi
+	if up excl-ro ro; then
+		first_pid=$RO_FUSE_PID first_mnt=$MNT first_log=$LOG
+		refused "exclusive: a read-write mount under a read-only one" \
+			"$UBTRFS" mount -f -o rw "$IMG" "$m2"
+		oracle_is_mounted "$m2" && { umount -l "$m2"; ro_fail "exclusive: a refused mount is mounted"; }
+		if up excl-ro2 ro; then
+			[[ $(cat "$MNT/one") == one ]] || ro_fail "exclusive: the second read-only mount reads other bytes"
+			down "exclusive (second ro)"
+		fi
+		RO_FUSE_PID=$first_pid MNT=$first_mnt LOG=$first_log
+		down "exclusive (ro)"
+	fi
+	oracle_log "exclusive: done"
+}
+
+# ---------------------------------------------------------------------------
 cell_remount() {
 	RO_CELLS=$((RO_CELLS + 1))
 	new_image remount
@@ -692,6 +744,7 @@ if [[ -n $DEF_PID ]]; then
 	fi
 fi
 cell_commit_sigterm
+cell_exclusive
 cell_remount
 cell_helper
 cell_user

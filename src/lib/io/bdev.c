@@ -13,6 +13,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -162,12 +163,24 @@ int ubt_bdev_open_file(const char *path, unsigned flags, struct ubt_bdev **out)
 	int fd, ret;
 
 	*out = NULL;
-	fd = open(path, (ro ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+	int oflags = (ro ? O_RDONLY : O_RDWR) | O_CLOEXEC;
+#ifdef __linux__
+	/* A block device opened O_EXCL fails with EBUSY while mounted. */
+	if (!ro && stat(path, &st) == 0 && S_ISBLK(st.st_mode))
+		oflags |= O_EXCL;
+#endif
+	fd = open(path, oflags);
 	if (fd < 0)
 		return -errno;
 	if (fstat(fd, &st) < 0) {
 		ret = -errno;
 		goto fail;
+	}
+	if (!ro || (flags & UBT_BDEV_LOCK_SHARED)) {
+		if (flock(fd, (ro ? LOCK_SH : LOCK_EX) | LOCK_NB) < 0) {
+			ret = errno == EWOULDBLOCK ? -EBUSY : -errno;
+			goto fail;
+		}
 	}
 	if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode) && !S_ISCHR(st.st_mode)) {
 		ret = -ENODEV;

@@ -48,9 +48,17 @@ struct ubt_bdev {
 
 enum {
 	UBT_BDEV_RDONLY = 1 << 0,
+	UBT_BDEV_LOCK_SHARED = 1 << 1,	/* read-only: keep writers out (below) */
 };
 
-/* Open a regular file or block device.  -errno on failure. */
+/*
+ * Open a regular file or block device.  -errno on failure.  A writable
+ * open takes an exclusive flock(2) on it (and, on Linux, opens a block
+ * device O_EXCL: not while the kernel has it mounted); UBT_BDEV_LOCK_SHARED
+ * takes a shared one.  Either is held until the device is closed, and a
+ * conflicting lock held by anyone makes the open fail with -EBUSY: one
+ * writer at a time, and no writer under a mount that caches what it read.
+ */
 int ubt_bdev_open_file(const char *path, unsigned flags, struct ubt_bdev **out);
 
 /*

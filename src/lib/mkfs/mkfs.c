@@ -179,6 +179,11 @@ static int open_device(struct mk_fs *fs, const char *path, struct mk_dev *d)
 		}
 	}
 	ret = ubt_bdev_open_file(path, 0, &d->bd);
+	if (ret == -EBUSY) {
+		ubt_log(UBT_LOG_ERROR, "mkfs: %s is in use: mounted, or opened by another program",
+			path);
+		return ret;
+	}
 	if (ret) {
 		ubt_log(UBT_LOG_ERROR, "mkfs: cannot open %s: %s", path, ubt_strerror(ret));
 		return ret;

@@ -107,6 +107,7 @@ struct ubt_chunk {
 struct ubt_volume_opts {
 	bool degraded;		/* allow missing devices where the profiles allow */
 	bool writable;		/* open devices read-write */
+	bool lock_shared;	/* read-only: keep writers out (UBT_BDEV_LOCK_SHARED) */
 };
 
 /*

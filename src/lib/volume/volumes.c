@@ -70,7 +70,16 @@ static int add_one_device(struct ubt_volume *vol, const char *path, bool first)
 	char a[40], b[40];
 	int ret;
 
-	ret = ubt_bdev_open_file(path, vol->opts.writable ? 0 : UBT_BDEV_RDONLY, &bd);
+	unsigned bflags = 0;
+	if (!vol->opts.writable)
+		bflags = UBT_BDEV_RDONLY | (vol->opts.lock_shared ? UBT_BDEV_LOCK_SHARED : 0);
+	ret = ubt_bdev_open_file(path, bflags, &bd);
+	if (ret == -EBUSY) {
+		ubt_log(UBT_LOG_ERROR, "device %s is in use: %s", path,
+			vol->opts.writable ? "mounted, or opened by another writer"
+					   : "opened read-write elsewhere");
+		return ret;
+	}
 	if (ret) {
 		ubt_log(UBT_LOG_ERROR, "cannot open device %s: %s", path, ubt_strerror(ret));
 		return ret;
