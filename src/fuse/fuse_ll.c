@@ -14,11 +14,14 @@
  * are derived rather than allocated, forget needs no bookkeeping.
  *
  * Caching: the daemon owns the image, so entries, attributes and file data
- * may be cached by the kernel for a long time, in both modes.  Read-write
- * (EXPERIMENTAL), every change comes through this mount: the kernel drops
- * or updates what it cached for each change it sends (an entry change
- * invalidates the directory's attributes, a write the file's size and
- * times, an unlink the inode's), and our replies carry fresh attributes.
+ * may be cached by the kernel for a long time.  Read-write (EXPERIMENTAL),
+ * every change comes through this mount: the kernel drops or updates what
+ * it cached for each change it sends (an entry change invalidates the
+ * directory's attributes, a write the file's size and times, an unlink the
+ * inode's), and our replies carry fresh attributes; entries are kept for a
+ * day, attributes for 1 s (see attr_timeout).  Where the daemon changes
+ * attributes on its own (setuid/setgid cleared by a write), it tells the
+ * kernel (killpriv_write).
  *
  * Writing: the library runs one transaction at a time; it is committed on
  * fsync/fsyncdir, every commit_interval seconds (mount option commit=N,
@@ -56,6 +59,7 @@
 #define INO_SHIFT 40
 #define INO_MASK ((1ull << INO_SHIFT) - 1)
 #define CACHE_TIMEOUT 86400.0
+#define RW_ATTR_TIMEOUT 1.0
 #define DEFAULT_COMMIT_INTERVAL 30
 #define MAX_THREADS 16
 
@@ -77,10 +81,19 @@ struct fuse_state {
 	pthread_cond_t cond;
 };
 
-static double timeout(const struct fuse_state *s)
+/* Entries (names, and names that do not exist) for a day in both modes;
+ * attributes for a day read-only, for RW_ATTR_TIMEOUT read-write: after
+ * an aborted transaction the daemon answers from the last commit, and the
+ * kernel then learns the committed sizes, times and modes within that. */
+static double entry_timeout(const struct fuse_state *s)
 {
 	(void)s;
 	return CACHE_TIMEOUT;
+}
+
+static double attr_timeout(const struct fuse_state *s)
+{
+	return s->rw ? RW_ATTR_TIMEOUT : CACHE_TIMEOUT;
 }
 
 uint64_t ubtrfs_fuse_ino(uint64_t mount_subvol, ubtrfs_ino id)
@@ -180,8 +193,8 @@ static void reply_entry(fuse_req_t req, const struct ubtrfs_stat *st)
 	e.ino = to_node(s, st->id);
 	e.generation = 1;
 	fill_attr(s, st, &e.attr);
-	e.attr_timeout = timeout(s);
-	e.entry_timeout = timeout(s);
+	e.attr_timeout = attr_timeout(s);
+	e.entry_timeout = entry_timeout(s);
 	count_lookup(s, st->id);
 	if (fuse_reply_entry(req, &e) != 0)
 		forget_lookup(s, st->id, 1);
@@ -258,7 +271,7 @@ err:
 		/* A negative entry the kernel may cache as long as the rest. */
 		struct fuse_entry_param e;
 		memset(&e, 0, sizeof(e));
-		e.entry_timeout = timeout(s);
+		e.entry_timeout = entry_timeout(s);
 		fuse_reply_entry(req, &e);
 		return;
 	}
@@ -280,7 +293,7 @@ static void op_getattr(fuse_req_t req, fuse_ino_t node, struct fuse_file_info *f
 		return;
 	}
 	fill_attr(s, &st, &a);
-	fuse_reply_attr(req, &a, timeout(s));
+	fuse_reply_attr(req, &a, attr_timeout(s));
 }
 
 static void op_readlink(fuse_req_t req, fuse_ino_t node)
@@ -364,7 +377,15 @@ static int killpriv_write(fuse_req_t req, ubtrfs_ino id)
 	memset(&a, 0, sizeof(a));
 	a.valid = UBTRFS_SET_MODE;
 	a.mode = mode & 07777;
-	return ubtrfs_setattr(s->fs, id, &a, NULL);
+	ret = ubtrfs_setattr(s->fs, id, &a, NULL);
+	/* The kernel's cached mode still has the bits (our reply to the empty
+	 * SETATTR before the write carried them); what it invalidates after a
+	 * write, fallocate or copy is its own business: drop its attributes
+	 * (offset -1: no pages), so that exec and permission checks see the
+	 * new mode (t-killpriv, cell exec). */
+	if (!ret && s->se)
+		fuse_lowlevel_notify_inval_inode(s->se, to_node(s, id), -1, 0);
+	return ret;
 }
 
 /*
@@ -492,8 +513,8 @@ static int add_entry(struct dir_fill *d, const char *name, const struct ubtrfs_s
 		e.ino = to_node(d->s, st->id);
 		e.generation = 1;
 		fill_attr(d->s, st, &e.attr);
-		e.attr_timeout = timeout(d->s);
-		e.entry_timeout = timeout(d->s);
+		e.attr_timeout = attr_timeout(d->s);
+		e.entry_timeout = entry_timeout(d->s);
 		n = fuse_add_direntry_plus(d->req, d->buf + d->used, d->size - d->used, name, &e,
 					   (off_t)next_off);
 		/* Every entry but "." and ".." counts a lookup once it is sent
@@ -1003,7 +1024,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t node, struct stat *attr, int t
 		return;
 	}
 	fill_attr(s, &st, &out);
-	fuse_reply_attr(req, &out, timeout(s));
+	fuse_reply_attr(req, &out, attr_timeout(s));
 }
 
 static void op_write(fuse_req_t req, fuse_ino_t node, const char *buf, size_t size, off_t off,
@@ -1382,17 +1403,18 @@ int ubtrfs_fuse_serve(ubtrfs_fs *fs, const struct ubtrfs_fuse_opts *o)
 	/* The mount exists now: the parent may return to its caller. */
 	if (fuse_daemonize(o->foreground) != 0)
 		goto out_unmount;
+	/* Requests are handled on the thread that reads them; a handler about
+	 * to wait lets another thread read on (loop.c).  The hook is set
+	 * before any other thread uses the handle. */
+	ubtrfs_set_block_hook(fs, block_hook, NULL);
 	/* Threads after daemonizing: fork keeps only the calling thread. */
 	if (s.rw && pthread_create(&s.timer, NULL, commit_timer, &s) == 0)
 		s.timer_running = true;
-	/* Requests are handled on the thread that reads them; a handler about
-	 * to wait lets another thread read on (loop.c). */
-	ubtrfs_set_block_hook(fs, block_hook, NULL);
 	ret = ubtrfs_fuse_loop(se, MAX_THREADS);
-	ubtrfs_set_block_hook(fs, NULL, NULL);
 	ret = ret < 0 ? 1 : 0;
 out_unmount:
 	stop_timer(&s);
+	ubtrfs_set_block_hook(fs, NULL, NULL);
 	fuse_session_unmount(se);
 out_signals:
 	fuse_remove_signal_handlers(se);

@@ -5,7 +5,8 @@
  * thread holds, for a commit's device writes (the library's block hook),
  * or for the disk in a READ - does it pass the role to a standby thread
  * (started on demand, at most max_threads in all) and go on with its
- * request; once done it stands by.
+ * request; once done it stands by.  With every thread busy the role waits
+ * for the first one to finish.
  *
  * Why not libfuse's multi-threaded loop: there every thread reads
  * /dev/fuse, the kernel wakes the readers in turn, and on a machine where
@@ -79,15 +80,15 @@ void ubtrfs_fuse_loop_yield(void)
 		return;
 	struct loop *l = w->l;
 	pthread_mutex_lock(&l->mu);
-	if (l->nstandby > 0) {
-		pthread_cond_signal(&l->cv);
-	} else if (l->nthreads >= l->max_threads || start_worker(l) != 0) {
-		/* Nobody to take over: this thread keeps reading afterwards. */
-		pthread_mutex_unlock(&l->mu);
-		return;
-	}
+	/* The role becomes free in any case: a standby thread takes it now,
+	 * a new one once started, or else the first thread to finish its
+	 * request (this one included).  No new thread once the loop ends. */
 	w->reader = false;
 	l->role_free = true;
+	if (l->nstandby > 0)
+		pthread_cond_signal(&l->cv);
+	else if (!l->exit && l->nthreads < l->max_threads)
+		(void)start_worker(l);
 	pthread_mutex_unlock(&l->mu);
 }
 
@@ -169,17 +170,21 @@ int ubtrfs_fuse_loop(struct fuse_session *se, unsigned max_threads)
 		while (!fuse_session_exited(se))
 			sem_wait(&l.finish);
 	}
+	/* From here on no thread starts (yield checks exit), so the list
+	 * taken under the lock is every thread there is. */
 	pthread_mutex_lock(&l.mu);
 	l.exit = true;
 	pthread_cond_broadcast(&l.cv);
+	struct worker *all = l.workers;
+	l.workers = NULL;
 	pthread_mutex_unlock(&l.mu);
 	/* The thread waiting in read() for a request that will not come. */
-	for (struct worker *w = l.workers; w; w = w->next)
+	for (struct worker *w = all; w; w = w->next)
 		pthread_cancel(w->tid);
-	while (l.workers) {
-		struct worker *w = l.workers;
+	while (all) {
+		struct worker *w = all;
 		pthread_join(w->tid, NULL);
-		l.workers = w->next;
+		all = w->next;
 		free(w->buf.mem);
 		free(w);
 	}

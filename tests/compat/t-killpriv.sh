@@ -393,6 +393,36 @@ kp_cell() {
 	oracle_log "$name: $(grep -c ' pre: ' "$T/$name.out" || true) cases"
 }
 
+# Cell exec: what the kernel caches after the daemon cleared the bits.  On
+# a `suid` mount, user nobody appends a byte to a copy of id(1) that root
+# owns with mode 4757 and runs it at once: the write cleared S_ISUID, so it
+# must run as nobody (the daemon clears the bits itself and has to tell the
+# kernel, whose cached mode exec would otherwise still find setuid).  Then
+# the file's mode is 0757 through the mount.
+exec_cell() {
+	local img mnt out mode
+	RO_CELLS=$((RO_CELLS + 1))
+	command -v setpriv >/dev/null || { ro_fail "exec: setpriv is missing"; return 0; }
+	img=$(oracle_image exec.img 256M)
+	oracle_ubtrfs mkfs -q -f "$img" || oracle_fail "ubtrfs mkfs failed"
+	mnt=$T/exec.mnt
+	chmod 0711 "$T"
+	ro_fuse_up "$mnt" "$T/exec.log" rw,allow_other,suid "$img" ||
+		{ ro_show "$T/exec.log"; oracle_fail "rw mount did not come up"; }
+	cp /usr/bin/id "$mnt/idcopy"
+	chmod 4757 "$mnt/idcopy"
+	out=$(setpriv --reuid=nobody --regid=nogroup --clear-groups -- \
+		sh -c 'printf x >>"$1" && "$1"' sh "$mnt/idcopy" 2>&1) ||
+		ro_fail "exec: the write or the run failed: $out"
+	[[ $out == *"uid=$(id -u nobody)("* && $out != *euid=* ]] ||
+		ro_fail "exec: the written file still ran setuid: $out"
+	mode=$(stat -c %a "$mnt/idcopy")
+	[[ $mode == 757 ]] || ro_fail "exec: mode $mode after the write, want 757"
+	ro_fuse_down exec "$mnt" "$T/exec.log"
+	oracle_log "exec: $out"
+}
+
 kp_cell kp
 UBTRFS_NO_KILLPRIV_V2=1 kp_cell kp-v1
+exec_cell
 ro_finish

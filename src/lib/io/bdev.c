@@ -154,6 +154,30 @@ static const struct ubt_bdev_ops file_ops = {
 	.destroy = file_destroy,
 };
 
+/*
+ * The device's flock (io.h).  udev holds a shared lock on a whole disk
+ * for a moment after a writer closes it, so a block device gets a second
+ * of retries; a filesystem that cannot lock (ENOLCK, EOPNOTSUPP: some
+ * network filesystems) is used unlocked, with a warning.
+ */
+static int lock_device(int fd, const char *path, bool shared, bool blockdev)
+{
+	for (int tries = 0;; tries++) {
+		if (flock(fd, (shared ? LOCK_SH : LOCK_EX) | LOCK_NB) == 0)
+			return 0;
+		if (errno == ENOLCK || errno == EOPNOTSUPP || errno == ENOSYS) {
+			ubt_log(UBT_LOG_WARNING, "%s: cannot be locked (%s); nothing keeps a "
+				"second writer out", path, strerror(errno));
+			return 0;
+		}
+		if (errno != EWOULDBLOCK)
+			return -errno;
+		if (!blockdev || tries >= 20)
+			return -EBUSY;
+		usleep(50000);
+	}
+}
+
 int ubt_bdev_open_file(const char *path, unsigned flags, struct ubt_bdev **out)
 {
 	bool ro = flags & UBT_BDEV_RDONLY;
@@ -177,10 +201,9 @@ int ubt_bdev_open_file(const char *path, unsigned flags, struct ubt_bdev **out)
 		goto fail;
 	}
 	if (!ro || (flags & UBT_BDEV_LOCK_SHARED)) {
-		if (flock(fd, (ro ? LOCK_SH : LOCK_EX) | LOCK_NB) < 0) {
-			ret = errno == EWOULDBLOCK ? -EBUSY : -errno;
+		ret = lock_device(fd, path, ro, S_ISBLK(st.st_mode));
+		if (ret)
 			goto fail;
-		}
 	}
 	if (!S_ISREG(st.st_mode) && !S_ISBLK(st.st_mode) && !S_ISCHR(st.st_mode)) {
 		ret = -ENODEV;
