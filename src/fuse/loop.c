@@ -23,6 +23,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 struct worker {
 	struct loop *l;
@@ -166,9 +167,15 @@ int ubtrfs_fuse_loop(struct fuse_session *se, unsigned max_threads)
 	pthread_mutex_unlock(&l.mu);
 	if (!ret) {
 		/* Wait for the end: a worker's post, or a signal whose handler
-		 * ended the session (sem_wait returns EINTR then). */
-		while (!fuse_session_exited(se))
-			sem_wait(&l.finish);
+		 * ended the session.  The handler may run just before the
+		 * wait, or on another thread that does not block signals (the
+		 * commit timer), so look again every second. */
+		while (!fuse_session_exited(se)) {
+			struct timespec ts;
+			clock_gettime(CLOCK_REALTIME, &ts);
+			ts.tv_sec += 1;
+			(void)sem_timedwait(&l.finish, &ts);
+		}
 	}
 	/* From here on no thread starts (yield checks exit), so the list
 	 * taken under the lock is every thread there is. */

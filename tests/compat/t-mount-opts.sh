@@ -16,8 +16,9 @@
 #             write within 4 s; the default (30 s) commits nothing within
 #             6 s and by 34 s.  "Committed" = `ubtrfs cat` finds the data
 #             in a copy of the image taken while it is mounted.
-#   sigterm   SIGTERM to a foreground daemon and to a daemonized one
-#             (mounted on a relative path): exit 0, unmounted, the uncommitted writes are in the image,
+#   sigterm   SIGTERM to a foreground daemon, to a daemonized one
+#             (mounted on a relative path) and to the commit timer's thread
+#             of a third (tgkill; x86_64 and aarch64): exit 0, unmounted, the uncommitted writes are in the image,
 #             btrfs check --readonly clean, the kernel reads them.
 #   exclusive one writer per image: while a read-write mount is up, a
 #             second read-write mount, a read-only mount and `ubtrfs mkfs
@@ -56,6 +57,7 @@ oracle_require_kernel_btrfs
 oracle_require_fuse
 oracle_require_ubtrfs
 oracle_require_cmd unshare setpriv mknod cp timeout
+oracle_require_python
 oracle_init
 # shellcheck source=read-oracle-common.sh
 . "$UBTRFS_SOURCE_ROOT/tests/compat/read-oracle-common.sh"
@@ -411,6 +413,35 @@ cell_commit_sigterm() {
 	wait_gone "${pids[0]}" || ro_fail "sigterm: the daemonized daemon still runs 30 s after SIGTERM"
 	oracle_is_mounted "$mnt" && ro_fail "sigterm: daemonized mount still mounted after SIGTERM"
 	kernel_has "sigterm (daemonized)" "$IMG" daemon daemon
+
+	# SIGTERM delivered to the commit timer's thread (tgkill), not to the
+	# main thread that waits for the end: the daemon must still end.
+	RO_CELLS=$((RO_CELLS + 1))
+	local tgkill
+	case $(uname -m) in
+	x86_64) tgkill=234 ;;
+	aarch64) tgkill=131 ;;
+	*) tgkill= ;;
+	esac
+	if [[ -z $tgkill ]]; then
+		cell_skip "sigterm (timer thread): no tgkill number for $(uname -m)"
+	elif up termt rw,commit=3600; then
+		local tid
+		printf 'thread\n' >"$MNT/thread" || ro_fail "sigterm (timer thread): write failed"
+		tid=$(ls "/proc/$RO_FUSE_PID/task" | sort -n | sed -n 2p)
+		if [[ -z $tid ]]; then
+			ro_fail "sigterm (timer thread): the daemon has no second thread"
+		else
+			"$ORACLE_PYTHON" -c 'import ctypes, sys
+libc = ctypes.CDLL(None, use_errno=True)
+sys.exit(libc.syscall(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), 15) != 0)' \
+				"$tgkill" "$RO_FUSE_PID" "$tid" || ro_fail "sigterm (timer thread): tgkill failed"
+			wait_gone "$RO_FUSE_PID" ||
+				ro_fail "sigterm (timer thread): the daemon still runs 30 s after SIGTERM to thread $tid"
+			oracle_is_mounted "$MNT" && ro_fail "sigterm (timer thread): still mounted"
+			expect_committed "sigterm (timer thread)" "$IMG" /thread thread
+		fi
+	fi
 	oracle_log "commit, sigterm: done"
 }
 
