@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -166,6 +167,14 @@ static int open_device(struct mk_fs *fs, const char *path, struct mk_dev *d)
 				ubt_log(UBT_LOG_ERROR, "mkfs: cannot create %s: %s", path,
 					ubt_strerror(ret));
 				return ret;
+			}
+			/* Not even grown while someone holds it (the locked
+			 * open below would refuse it after the fact). */
+			if (flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+				close(fd);
+				ubt_log(UBT_LOG_ERROR, "mkfs: %s is in use: mounted, or opened "
+					"by another program", path);
+				return -EBUSY;
 			}
 			if ((!exists || (uint64_t)st.st_size < cfg->byte_count) &&
 			    ftruncate(fd, (off_t)cfg->byte_count) != 0) {

@@ -76,7 +76,7 @@ static int add_one_device(struct ubt_volume *vol, const char *path, bool first)
 	ret = ubt_bdev_open_file(path, bflags, &bd);
 	if (ret == -EBUSY) {
 		ubt_log(UBT_LOG_ERROR, "device %s is in use: %s", path,
-			vol->opts.writable ? "mounted, or opened by another writer"
+			vol->opts.writable ? "mounted, opened by another writer, or named twice"
 					   : "opened read-write elsewhere");
 		return ret;
 	}
