@@ -181,6 +181,15 @@ UBTRFS_API ssize_t ubtrfs_readlink(ubtrfs_fs *fs, ubtrfs_ino id, char *buf, size
 UBTRFS_API ssize_t ubtrfs_listxattr(ubtrfs_fs *fs, ubtrfs_ino id, char *buf, size_t size);
 UBTRFS_API ssize_t ubtrfs_getxattr(ubtrfs_fs *fs, ubtrfs_ino id, const char *name, void *buf,
 				   size_t size);
+/*
+ * Does any inode of any subvolume carry an extended attribute (an
+ * XATTR_ITEM, ACLs included)?  Reads every leaf of every subvolume tree
+ * once (blocks shared by snapshots once): 1 yes, 0 none, -errno on a read
+ * error, -ECANCELED when `stop` (may be NULL; asked before each block read)
+ * returns non-zero, -EINVAL on a writable handle (the answer could change
+ * at once).  Other read calls go on meanwhile.
+ */
+UBTRFS_API int ubtrfs_any_xattr(ubtrfs_fs *fs, int (*stop)(void *ctx), void *ctx);
 /* Ranges of a file that hold data (not holes or preallocated space). */
 UBTRFS_API int ubtrfs_data_ranges(ubtrfs_fs *fs, ubtrfs_ino id,
 				  int (*fn)(void *ctx, uint64_t off, uint64_t len), void *ctx);

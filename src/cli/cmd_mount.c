@@ -72,6 +72,13 @@ const char cmd_mount_usage[] =
 	"                      rescue=nologreplay; other rescue= modes are refused)\n"
 	"     cache_size=N[KMG] bound of the tree-block cache (default 256M, at most\n"
 	"                      an eighth of the machine's memory, at least 64M)\n"
+	"     noxattrscan      read-only: keep asking the filesystem for every\n"
+	"                      getxattr.  By default (xattrscan) the first getxattr\n"
+	"                      starts a background scan of every subvolume; if no\n"
+	"                      inode has an extended attribute, getxattr then fails\n"
+	"                      with EOPNOTSUPP (not ENODATA) for the rest of the\n"
+	"                      mount and stops costing a request per call (ls -l).\n"
+	"                      listxattr keeps answering (an empty list)\n"
 	"     fsname=NAME      source shown in /proc/mounts (default: the device)\n"
 	"     allow_other      let other users in (needs user_allow_other in\n"
 	"                      /etc/fuse.conf as non-root); without it only the user\n"
@@ -537,6 +544,10 @@ static int classify_opts(char *rest, bool rw, struct ubtrfs_fuse_opts *fo, char 
 	     o = strtok_r(NULL, ",", &save)) {
 		if (!strcmp(o, "allow_other")) {
 			fo->allow_other = true;
+			continue;
+		}
+		if (!strcmp(o, "xattrscan") || !strcmp(o, "noxattrscan")) {
+			fo->no_xattr_scan = o[0] == 'n';
 			continue;
 		}
 		if (!strncmp(o, "commit=", 7)) {

@@ -53,6 +53,8 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -79,7 +81,17 @@ struct fuse_state {
 	bool timer_running, stop;
 	pthread_mutex_t mu;
 	pthread_cond_t cond;
+	/* ro: the xattr scan (op_getxattr); scanner and scanner_started
+	 * under `mu` */
+	bool xattr_scan;
+	bool debug;
+	_Atomic int xattr_state;
+	atomic_bool scan_stop;
+	bool scanner_started;
+	pthread_t scanner;
 };
+
+enum { XS_IDLE, XS_RUNNING, XS_NONE, XS_SOME };
 
 /* Entries (names, and names that do not exist) for a day in both modes;
  * attributes for a day read-only, for RW_ATTR_TIMEOUT read-write: after
@@ -683,10 +695,77 @@ static ssize_t get_names(void *ctx, char *buf, size_t size)
 	return ubtrfs_listxattr(c->s->fs, c->id, buf, size);
 }
 
+/*
+ * The xattr scan (read-only mounts, unless -o noxattrscan).  `ls -l` asks
+ * getxattr("security.selinux") of every file, which FUSE never caches: one
+ * round trip per entry, the difference between a warm `ls -lR` here and on
+ * a kernel mount.  The first getxattr starts a thread that reads every
+ * subvolume tree (ubtrfs_any_xattr); if no inode has an extended attribute
+ * - and on a read-only mount none can appear - getxattr answers ENOSYS
+ * from then on, and the kernel stops sending it for the life of the mount
+ * (callers get EOPNOTSUPP; the kernel reads that as "no ACL" and "no file
+ * capabilities").  listxattr keeps answering.  Until the scan ends, or if
+ * it finds an attribute or fails, getxattr is answered as always.
+ */
+static int scan_should_stop(void *ctx)
+{
+	return atomic_load_explicit(&((struct fuse_state *)ctx)->scan_stop, memory_order_relaxed);
+}
+
+static void *xattr_scanner(void *arg)
+{
+	struct fuse_state *s = arg;
+	int ret = ubtrfs_any_xattr(s->fs, scan_should_stop, s);
+
+	atomic_store(&s->xattr_state, ret == 0 ? XS_NONE : XS_SOME);
+	if (s->debug)
+		fprintf(stderr, "ubtrfs: xattr scan: %s\n",
+			ret == 0 ? "no extended attributes; getxattr answers ENOSYS from now on"
+			: ret == 1 ? "extended attributes found" : ubtrfs_strerror(ret));
+	return NULL;
+}
+
+static void xattr_scan_start(struct fuse_state *s)
+{
+	pthread_mutex_lock(&s->mu);
+	if (atomic_load(&s->xattr_state) == XS_IDLE && !atomic_load(&s->scan_stop)) {
+		sigset_t all, old;
+		sigfillset(&all);
+		pthread_sigmask(SIG_BLOCK, &all, &old);
+		if (pthread_create(&s->scanner, NULL, xattr_scanner, s) == 0) {
+			s->scanner_started = true;
+			atomic_store(&s->xattr_state, XS_RUNNING);
+		} else {
+			atomic_store(&s->xattr_state, XS_SOME);
+		}
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
+	}
+	pthread_mutex_unlock(&s->mu);
+}
+
+static void xattr_scan_end(struct fuse_state *s)
+{
+	pthread_mutex_lock(&s->mu);
+	atomic_store(&s->scan_stop, true);
+	bool started = s->scanner_started;
+	pthread_mutex_unlock(&s->mu);
+	if (started)
+		pthread_join(s->scanner, NULL);
+}
+
 static void op_getxattr(fuse_req_t req, fuse_ino_t node, const char *name, size_t size)
 {
 	struct xattr_call c = { state(req), { 0, 0 }, name };
 
+	if (c.s->xattr_scan) {
+		int st = atomic_load_explicit(&c.s->xattr_state, memory_order_relaxed);
+		if (st == XS_NONE) {
+			fuse_reply_err(req, ENOSYS);
+			return;
+		}
+		if (st == XS_IDLE)
+			xattr_scan_start(c.s);
+	}
 	from_node(c.s, node, &c.id);
 	reply_xattr_call(req, size, get_value, &c);
 }
@@ -1345,6 +1424,8 @@ int ubtrfs_fuse_serve(ubtrfs_fs *fs, const struct ubtrfs_fuse_opts *o)
 	s.subvol = o->subvol;
 	s.rw = o->rw && !ubtrfs_is_readonly(fs);
 	s.commit_interval = o->commit_interval ? o->commit_interval : DEFAULT_COMMIT_INTERVAL;
+	s.xattr_scan = !s.rw && !o->no_xattr_scan && ubtrfs_is_readonly(fs);
+	s.debug = o->debug;
 	pthread_mutex_init(&s.mu, NULL);
 	pthread_cond_init(&s.cond, NULL);
 	ret = ubtrfs_subvol_root(fs, o->subvol, &s.root);
@@ -1414,6 +1495,7 @@ int ubtrfs_fuse_serve(ubtrfs_fs *fs, const struct ubtrfs_fuse_opts *o)
 	ret = ret < 0 ? 1 : 0;
 out_unmount:
 	stop_timer(&s);
+	xattr_scan_end(&s);
 	ubtrfs_set_block_hook(fs, NULL, NULL);
 	fuse_session_unmount(se);
 out_signals:

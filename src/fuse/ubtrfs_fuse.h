@@ -19,6 +19,7 @@ struct ubtrfs_fuse_opts {
 	bool debug;
 	bool rw;			/* EXPERIMENTAL read-write (fs opened RDWR) */
 	unsigned commit_interval;	/* rw: seconds between commits (0: default 30) */
+	bool no_xattr_scan;		/* ro: never answer getxattr ENOSYS (fuse_ll.c) */
 	const char *extra_fuse_opts;	/* passed to libfuse's -o, may be NULL */
 };
 

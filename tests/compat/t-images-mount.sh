@@ -2,9 +2,11 @@
 # Every crafted image through the FUSE mount: `ubtrfs mount -f -o ro` runs in
 # the background (so its exit status and any sanitizer report are seen);
 # when the mount comes up, every entry is stat'ed, every file read, every
-# xattr and symlink fetched, all under timeouts.  Passing means: the daemon
-# never crashes or hangs (it exits 0 after unmount, or refuses to mount with
-# a message and exit 1), no sanitizer report, and the image is not written.
+# xattr and symlink fetched, and security.selinux asked of every entry (as
+# `ls -l` does; it starts the daemon's xattr scan), all under timeouts.
+# Passing means: the daemon never crashes or hangs (it exits 0 after
+# unmount, or refuses to mount with a message and exit 1), no sanitizer
+# report, and the image is not written.
 set -uo pipefail
 UBTRFS_SOURCE_ROOT=${UBTRFS_SOURCE_ROOT:-$(cd "$(dirname "$0")/../.." && pwd -P)}
 # shellcheck source=lib.sh
@@ -30,7 +32,16 @@ for d, dirs, files in os.walk(root):
         p = os.path.join(d, n)
         try:
             st = os.lstat(p)
-            os.listxattr(p, follow_symlinks=False)
+            for name in os.listxattr(p, follow_symlinks=False):
+                try:
+                    os.getxattr(p, name, follow_symlinks=False)
+                except OSError:
+                    pass
+            # As `ls -l` asks: starts the daemon's xattr scan.
+            try:
+                os.getxattr(p, "security.selinux", follow_symlinks=False)
+            except OSError:
+                pass
             if os.path.islink(p):
                 os.readlink(p)
             elif os.path.isfile(p):
