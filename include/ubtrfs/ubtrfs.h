@@ -184,10 +184,12 @@ UBTRFS_API ssize_t ubtrfs_getxattr(ubtrfs_fs *fs, ubtrfs_ino id, const char *nam
 /*
  * Does any inode of any subvolume carry an extended attribute (an
  * XATTR_ITEM, ACLs included)?  Reads every leaf of every subvolume tree
- * once (blocks shared by snapshots once): 1 yes, 0 none, -errno on a read
- * error, -ECANCELED when `stop` (may be NULL; asked before each block read)
+ * once (blocks shared by snapshots once; the tree-block cache keeps what
+ * fits): 1 yes, 0 none, -errno on a read error, -ECANCELED when `stop`
+ * (may be NULL; asked before each subvolume and each block below a root)
  * returns non-zero, -EINVAL on a writable handle (the answer could change
- * at once).  Other read calls go on meanwhile.
+ * at once).  Other read calls go on meanwhile.  Memory: 16-32 bytes per
+ * tree block while it runs.
  */
 UBTRFS_API int ubtrfs_any_xattr(ubtrfs_fs *fs, int (*stop)(void *ctx), void *ctx);
 /* Ranges of a file that hold data (not holes or preallocated space). */

@@ -46,6 +46,7 @@
 #endif
 #include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <time.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,8 +54,6 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
-#include <signal.h>
-#include <stdatomic.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -729,16 +728,12 @@ static void xattr_scan_start(struct fuse_state *s)
 {
 	pthread_mutex_lock(&s->mu);
 	if (atomic_load(&s->xattr_state) == XS_IDLE && !atomic_load(&s->scan_stop)) {
-		sigset_t all, old;
-		sigfillset(&all);
-		pthread_sigmask(SIG_BLOCK, &all, &old);
-		if (pthread_create(&s->scanner, NULL, xattr_scanner, s) == 0) {
+		/* RUNNING before the thread exists: its answer comes after. */
+		atomic_store(&s->xattr_state, XS_RUNNING);
+		if (pthread_create(&s->scanner, NULL, xattr_scanner, s) == 0)
 			s->scanner_started = true;
-			atomic_store(&s->xattr_state, XS_RUNNING);
-		} else {
+		else
 			atomic_store(&s->xattr_state, XS_SOME);
-		}
-		pthread_sigmask(SIG_SETMASK, &old, NULL);
 	}
 	pthread_mutex_unlock(&s->mu);
 }
@@ -1096,8 +1091,12 @@ static void op_setattr(fuse_req_t req, fuse_ino_t node, struct stat *attr, int t
 		a.ctime.nsec = (uint32_t)attr->st_ctim.tv_nsec;
 	}
 	int ret = ubtrfs_setattr(s->fs, id, &a, &st);
-	if (!ret && s->acl && (a.valid & UBTRFS_SET_MODE))
+	if (!ret && s->acl && (a.valid & UBTRFS_SET_MODE)) {
 		ret = acl_follow_mode(s, id, st.mode);
+		/* The ACL's rewrite set the ctime again: reply with that. */
+		if (ret == 1)
+			ret = ubtrfs_stat(s->fs, id, &st);
+	}
 	if (ret) {
 		fuse_reply_err(req, -ret);
 		return;
@@ -1134,7 +1133,8 @@ static void op_fsync(fuse_req_t req, fuse_ino_t node, int datasync, struct fuse_
 	fuse_reply_err(req, -ubtrfs_commit(state(req)->fs));
 }
 
-/* chmod of an inode with an access ACL: the ACL follows (posix_acl_chmod). */
+/* chmod of an inode with an access ACL: the ACL follows (posix_acl_chmod).
+ * 0: no ACL to follow, 1: rewritten, <0: error. */
 static int acl_follow_mode(struct fuse_state *s, ubtrfs_ino id, uint32_t mode)
 {
 	uint8_t buf[4 + 8 * 64];
@@ -1146,7 +1146,8 @@ static int acl_follow_mode(struct fuse_state *s, ubtrfs_ino id, uint32_t mode)
 		return n == -ERANGE ? 0 : (int)n;	/* huge ACLs: left alone */
 	if (!ubtrfs_acl_valid(buf, (size_t)n) || ubtrfs_acl_chmod(buf, (size_t)n, mode))
 		return 0;	/* not ours to repair */
-	return ubtrfs_setxattr(s->fs, id, UBTRFS_ACL_ACCESS, buf, (size_t)n, 0);
+	int ret = ubtrfs_setxattr(s->fs, id, UBTRFS_ACL_ACCESS, buf, (size_t)n, 0);
+	return ret ? ret : 1;
 }
 
 /*

@@ -161,6 +161,9 @@ static int scan_tree(struct scan *sc, const struct ubt_root_ref *root)
 static int scan_subvol(struct scan *sc, uint64_t id)
 {
 	const struct ubt_subvol *sv;
+
+	if (sc->stop && sc->stop(sc->ctx))
+		return -ECANCELED;
 	int ret = ubt_fs_subvol(sc->fs, id, &sv);
 
 	if (ret == -ENOENT)

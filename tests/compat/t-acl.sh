@@ -3,7 +3,8 @@
 #
 # One script (below) sets default and access ACLs with setfacl, creates
 # files, directories, fifos and symlinks under them with several umasks,
-# chmods files that carry ACLs, sets ACLs equivalent to a mode (stored as the
+# chmods files that carry ACLs (and the ctime shown after such a chmod is
+# the one written), sets ACLs equivalent to a mode (stored as the
 # mode only) and removes them; then `getfacl -R` and every mode are
 # recorded, and user nobody probes what the ACLs allow and deny (read,
 # create, append, traverse with only x).  Run on ext4 on a loop device (the
@@ -86,10 +87,16 @@ for tool in ubtrfs mkfs.btrfs; do
 		ro_fail "$name: the workload failed on the FUSE mount"
 	diff "$T/ref.out" "$T/$name.out" >"$T/$name.diff" ||
 		{ ro_fail "$name: ACLs differ from ext4 (< ext4, > ubtrfs)"; ro_show "$T/$name.diff" 40; }
+	# chmod rewrites the access ACL after the mode: the ctime the kernel
+	# caches from the reply is the one on disk (read back below).
+	touch "$mnt/ct" && setfacl -m u:nobody:r "$mnt/ct" && chmod 640 "$mnt/ct" &&
+		ctime=$(stat -c %z "$mnt/ct") || ro_fail "$name: chmod of a file with an ACL failed"
 	ro_fuse_down "$name" "$mnt" "$T/$name.log"
 	oracle_check_clean "$name" "$img" || ro_fail "$name: btrfs check is not clean"
 	oracle_kmount -o ro "$T/$name.k" "$img" || { ro_fail "$name: the kernel does not mount it"; continue; }
 	(cd "$T/$name.k/w" && bash "$T/facls.sh") >"$T/$name.final" || ro_fail "$name: getfacl on the kernel mount failed"
+	[[ $(stat -c %z "$T/$name.k/ct") == "${ctime:-}" ]] ||
+		ro_fail "$name: the mount showed ctime ${ctime:-?} after chmod, the kernel reads $(stat -c %z "$T/$name.k/ct")"
 	oracle_kumount "$T/$name.k"
 	diff "$T/ref.final" "$T/$name.final" >"$T/$name.fdiff" ||
 		{ ro_fail "$name: the kernel's ACLs differ from ext4's (< ext4, > kernel btrfs)"; ro_show "$T/$name.fdiff" 40; }

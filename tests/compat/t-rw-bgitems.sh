@@ -1,6 +1,7 @@
 #!/bin/bash
 # t-rw-bgitems: a read-write open finds every chunk's block group item, and
-# refuses an image where one is missing or has the wrong length.
+# refuses an image where one is missing, has the wrong length, or an item
+# has no chunk.
 #
 # A read-write open looks each block group item up by its chunk (one search
 # per chunk, so the open does not read the whole extent tree).  An image
@@ -10,7 +11,10 @@
 #   len   the item's key offset (the group's length) doubled;
 #   gone  the item's key objectid moved one byte on: the data chunk has no
 #         item, and the moved item no chunk.
-# For each: `ubtrfs mount -o rw` fails, its message names the chunk, and
+#   stray an item added past the end of the last chunk (every chunk keeps
+#         its own): a block group without a chunk.
+# For each: `ubtrfs mount -o rw` fails, its message names the chunk (the
+# stray item's start for stray), and
 # the image is not written (same bytes); a read-only mount still reads a
 # file back.  With the leaf restored: btrfs check is clean, and a
 # read-write mount comes up, writes a file, and the kernel reads it back.
@@ -55,18 +59,26 @@ mapfile -t phys < <(btrfs-map-logical -l "$leaf" "$img" 2>/dev/null |
 	awk '/physical/ { for (i = 1; i <= NF; i++) if ($i == "physical") print $(i + 1) }')
 ((${#phys[@]} >= 1)) || oracle_fail "btrfs-map-logical found no copy of $leaf"
 nodesize=$(btrfs inspect-internal dump-super "$img" | awk '$1 == "nodesize" { print $2 }')
+# The end of the last chunk: "item N key (FIRST_CHUNK_TREE CHUNK_ITEM start)"
+# then "length L owner ...".
+chunks_end=$(btrfs inspect-internal dump-tree -t 3 "$img" | awk '
+	/CHUNK_ITEM [0-9]+\)/ { s = $0; sub(/.*CHUNK_ITEM /, "", s); sub(/\).*/, "", s); start = s; next }
+	start != "" && /length [0-9]+/ { for (i = 1; i <= NF; i++) if ($i == "length") { e = start + $(i + 1); if (e > m) m = e }; start = "" }
+	END { printf "%.0f\n", m }')
+[[ $chunks_end =~ ^[1-9][0-9]*$ ]] || oracle_fail "cannot find the end of the last chunk"
 oracle_log "data block group $bg_start (length $bg_len) in extent leaf $leaf (${#phys[@]} copies)"
 
-# patch MODE: MODE len|gone damages the item in every copy (saving the
+# patch MODE: MODE len|gone|stray damages the leaf in every copy (saving the
 # originals once), MODE restore puts them back.
 patch() {
 	PYTHONPATH=$UBTRFS_SOURCE_ROOT/tests/tools "$ORACLE_PYTHON" - "$img" "$1" "$bg_start" "$bg_len" \
-		"$nodesize" "$T/orig" "${phys[@]}" <<'PY'
+		"$nodesize" "$T/orig" "$chunks_end" "${phys[@]}" <<'PY'
 import os, struct, sys
 from crc32c import crc32c
-img, mode, start, length, nodesize, orig = sys.argv[1:7]
-start, length, nodesize = int(start), int(length), int(nodesize)
-phys = [int(p) for p in sys.argv[7:]]
+img, mode, start, length, nodesize, orig, chunks_end = sys.argv[1:8]
+start, length, nodesize, chunks_end = int(start), int(length), int(nodesize), int(chunks_end)
+phys = [int(p) for p in sys.argv[8:]]
+HDR, ITEM = 101, 25
 
 with open(img, "r+b") as f:
     for n, p in enumerate(phys):
@@ -82,6 +94,25 @@ with open(img, "r+b") as f:
             with open(saved, "wb") as s:
                 s.write(leaf)
         nritems = struct.unpack_from("<I", leaf, 0x60)[0]
+        if mode == "stray":
+            # Append (chunks_end BLOCK_GROUP_ITEM 8 MiB): used 0, chunk
+            # objectid 256, flags DATA; its data just below the lowest.
+            last = HDR + ITEM * (nritems - 1)
+            if struct.unpack_from("<Q", leaf, last)[0] >= chunks_end:
+                sys.exit("the leaf's last key is past the last chunk")
+            low = min(struct.unpack_from("<I", leaf, HDR + ITEM * i + 17)[0]
+                      for i in range(nritems))
+            off = low - 24
+            if HDR + ITEM * (nritems + 1) > HDR + off:
+                sys.exit("no room in the leaf for another item")
+            struct.pack_into("<QBQII", leaf, HDR + ITEM * nritems, chunks_end, 192, 8 << 20,
+                             off, 24)
+            struct.pack_into("<QQQ", leaf, HDR + off, 0, 256, 1)
+            struct.pack_into("<I", leaf, 0x60, nritems + 1)
+            struct.pack_into("<I", leaf, 0, crc32c(bytes(leaf[32:])))
+            f.seek(p)
+            f.write(leaf)
+            continue
         for i in range(nritems):
             off = 0x65 + 25 * i
             objectid, typ, offset = struct.unpack_from("<QBQ", leaf, off)
@@ -101,7 +132,7 @@ with open(img, "r+b") as f:
 PY
 }
 
-for mode in len gone; do
+for mode in len gone stray; do
 	patch "$mode" || oracle_fail "$mode: patching the extent leaf failed"
 	before=$(sha256sum <"$img")
 	rc=0
@@ -111,8 +142,10 @@ for mode in len gone; do
 	timeout 30 "$UBTRFS" mount -f -o rw "$img" "$T/m" >"$T/$mode.log" 2>&1 || rc=$?
 	oracle_is_mounted "$T/m" && { umount -l "$T/m"; ro_fail "$mode: the read-write mount came up"; }
 	((rc != 0)) || ro_fail "$mode: the read-write mount exited 0"
-	grep -q "$bg_start" "$T/$mode.log" ||
-		{ ro_show "$T/$mode.log"; ro_fail "$mode: the message does not name block group $bg_start"; }
+	named=$bg_start
+	[[ $mode == stray ]] && named=$chunks_end
+	grep -q "$named" "$T/$mode.log" ||
+		{ ro_show "$T/$mode.log"; ro_fail "$mode: the message does not name block group $named"; }
 	[[ $(sha256sum <"$img") == "$before" ]] || ro_fail "$mode: the refused open wrote to the image"
 	oracle_log "$mode: refused: $(grep -m1 -i 'block group\|chunk' "$T/$mode.log" || true)"
 	# Read-only needs no block group.
@@ -142,5 +175,5 @@ else
 	ro_show "$T/rw.log"
 	ro_fail "the read-write mount of the restored image did not come up"
 fi
-RO_CELLS=3
+RO_CELLS=4
 ro_finish
