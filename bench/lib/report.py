@@ -294,7 +294,9 @@ def main():
           f"{tree}. btrfs metadata in use: {md / (1 << 20):.1f} MiB.")
     w("")
     targets_md = ("**Targets.** `ubtrfs`: the FUSE daemon (`ubtrfs mount -f -o ro`, default "
-      "cache_size: 256M, at most an eighth of RAM) on a btrfs image made by "
+      "cache_size: 256M, at most an eighth of RAM; no xattr in the images, so once "
+      "its xattr scan has run getxattr answers EOPNOTSUPP and `ls -l` sends no "
+      "getxattr request) on a btrfs image made by "
       f"{meta.get('ubtrfs_image', '?')}. `ubtrfs-kernelmkfs`: the same daemon on "
       "the image made by mkfs.btrfs (defaults) and populated by the kernel. "
       "`kernel-btrfs`: that mkfs.btrfs image on a "
