@@ -265,3 +265,9 @@ const char *ubtrfs_feature_name(enum ubtrfs_feature_class cls, unsigned bit)
 	}
 	return ubt_feature_bit_name(table, (uint64_t)1 << bit);
 }
+
+void ubt_api_set_excl(ubtrfs_fs *f, bool on)
+{
+	if (f->fs)
+		ubt_tree_set_exclusive(&f->fs->tree, on);
+}

@@ -83,7 +83,7 @@ static int dump_root_item_tree(struct ubt_fs *fs, const struct btrfs_key *key,
 	return ubt_dump_tree(&fs->tree, &ref, pc);
 }
 
-int ubtrfs_dump_tree(ubtrfs_fs *f, uint64_t tree_id, uint64_t bytenr, ubtrfs_write_fn write,
+static int unl_dump_tree(ubtrfs_fs *f, uint64_t tree_id, uint64_t bytenr, ubtrfs_write_fn write,
 		     void *ctx)
 {
 	struct ubt_fs *fs = f->fs;
@@ -151,4 +151,13 @@ int ubtrfs_dump_tree(ubtrfs_fs *f, uint64_t tree_id, uint64_t bytenr, ubtrfs_wri
 		emitf(write, ctx, "uuid %s\n", u);
 	}
 	return status;
+}
+
+int ubtrfs_dump_tree(ubtrfs_fs *f, uint64_t tree_id, uint64_t bytenr, ubtrfs_write_fn write,
+		     void *ctx)
+{
+	ubt_api_rdlock(f);
+	int ret = unl_dump_tree(f, tree_id, bytenr, write, ctx);
+	ubt_api_unlock(f);
+	return ret;
 }

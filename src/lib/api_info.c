@@ -31,7 +31,7 @@ int ubtrfs_get_info(ubtrfs_fs *f, struct ubtrfs_fs_info *out)
 	return 0;
 }
 
-int ubtrfs_devices(ubtrfs_fs *f, int (*fn)(void *ctx, const struct ubtrfs_device_info *d),
+static int unl_devices(ubtrfs_fs *f, int (*fn)(void *ctx, const struct ubtrfs_device_info *d),
 		   void *ctx)
 {
 	const struct ubt_volume *vol = f->fs->vol;
@@ -152,7 +152,7 @@ static const char *type_name(uint64_t flags)
 	return "unknown";
 }
 
-int ubtrfs_space(ubtrfs_fs *f, int (*fn)(void *ctx, const struct ubtrfs_space_info *s), void *ctx)
+static int unl_space(ubtrfs_fs *f, int (*fn)(void *ctx, const struct ubtrfs_space_info *s), void *ctx)
 {
 	struct bg_sum sums[64];
 	size_t n;
@@ -210,7 +210,7 @@ static int statfs_unlocked(ubtrfs_fs *f, struct ubtrfs_statfs *out)
 		used_raw += sums[i].raw_used;
 	}
 	uint64_t unallocated = 0;
-	ret = ubtrfs_devices(f, add_unallocated, &unallocated);
+	ret = unl_devices(f, add_unallocated, &unallocated);
 	if (ret)
 		return ret;
 	uint32_t bsize = btrfs_super_sectorsize(sb);
@@ -331,7 +331,7 @@ static int cmp_u64(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-int ubtrfs_subvol_list(ubtrfs_fs *f, int (*fn)(void *ctx, const struct ubtrfs_subvol_info *i),
+static int unl_subvol_list(ubtrfs_fs *f, int (*fn)(void *ctx, const struct ubtrfs_subvol_info *i),
 		       void *ctx)
 {
 	struct ubt_fs *fs = f->fs;
@@ -407,5 +407,30 @@ int ubtrfs_subvol_list(ubtrfs_fs *f, int (*fn)(void *ctx, const struct ubtrfs_su
 	}
 out:
 	free(ids);
+	return ret;
+}
+
+int ubtrfs_devices(ubtrfs_fs *f, int (*fn)(void *ctx, const struct ubtrfs_device_info *d), void *ctx)
+{
+	ubt_api_rdlock(f);
+	int ret = unl_devices(f, fn, ctx);
+	ubt_api_unlock(f);
+	return ret;
+}
+
+int ubtrfs_space(ubtrfs_fs *f, int (*fn)(void *ctx, const struct ubtrfs_space_info *s), void *ctx)
+{
+	ubt_api_rdlock(f);
+	int ret = unl_space(f, fn, ctx);
+	ubt_api_unlock(f);
+	return ret;
+}
+
+int ubtrfs_subvol_list(ubtrfs_fs *f, int (*fn)(void *ctx, const struct ubtrfs_subvol_info *i),
+		       void *ctx)
+{
+	ubt_api_rdlock(f);
+	int ret = unl_subvol_list(f, fn, ctx);
+	ubt_api_unlock(f);
 	return ret;
 }

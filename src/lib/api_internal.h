@@ -57,6 +57,10 @@ static inline void ubt_api_unlock(ubtrfs_fs *f)
 {
 	pthread_rwlock_unlock(&f->lock);
 }
+/* Holding `lock` exclusively, the thread tells the tree-block cache it is
+ * alone in it (ubt_tree_set_exclusive; api.c). */
+void ubt_api_set_excl(ubtrfs_fs *f, bool on);
+
 /* Writers: both locks (api_write.c). */
 static inline void ubt_api_wrlock(ubtrfs_fs *f)
 {
@@ -68,9 +72,11 @@ static inline void ubt_api_wrlock(ubtrfs_fs *f)
 		ubt_api_will_block(f);
 		pthread_rwlock_wrlock(&f->lock);
 	}
+	ubt_api_set_excl(f, true);
 }
 static inline void ubt_api_wrunlock(ubtrfs_fs *f)
 {
+	ubt_api_set_excl(f, false);
 	pthread_rwlock_unlock(&f->lock);
 	pthread_mutex_unlock(&f->wlock);
 }

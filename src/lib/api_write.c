@@ -330,12 +330,14 @@ static int commit_locked(ubtrfs_fs *f)
 	if (ret)
 		return ret > 0 ? 0 : ret;
 	ubt_api_will_block(f);
+	ubt_api_set_excl(f, false);	/* readers come in from here */
 	pthread_rwlock_unlock(&f->lock);
 	ret = ubt_trans_commit_write(t);
 	if (pthread_rwlock_trywrlock(&f->lock)) {
 		ubt_api_will_block(f);
 		pthread_rwlock_wrlock(&f->lock);
 	}
+	ubt_api_set_excl(f, true);
 	return ubt_trans_commit_finish(t, ret);
 }
 

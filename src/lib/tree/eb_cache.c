@@ -88,6 +88,31 @@ void ubt_tree_ctx_destroy(struct ubt_tree_ctx *t)
 	pthread_mutex_destroy(&t->lock);
 }
 
+void ubt_tree_set_exclusive(struct ubt_tree_ctx *t, bool on)
+{
+	if (on)
+		t->excl_owner = pthread_self();
+	t->excl = on;
+}
+
+/* The cache's mutex, unless this thread holds the filesystem exclusively. */
+static bool cache_excl(const struct ubt_tree_ctx *t)
+{
+	return t->excl && pthread_equal(t->excl_owner, pthread_self());
+}
+
+static void cache_lock(struct ubt_tree_ctx *t)
+{
+	if (!cache_excl(t))
+		pthread_mutex_lock(&t->lock);
+}
+
+static void cache_unlock(struct ubt_tree_ctx *t)
+{
+	if (!cache_excl(t))
+		pthread_mutex_unlock(&t->lock);
+}
+
 static void ring_unlink(struct ubt_tree_ctx *t, struct ubt_eb *eb)
 {
 	if (eb->clock_next == eb) {
@@ -163,14 +188,14 @@ void ubt_eb_put(struct ubt_tree_ctx *t, struct ubt_eb *eb)
 {
 	if (!eb)
 		return;
-	pthread_mutex_lock(&t->lock);
+	cache_lock(t);
 	if (--eb->refs == 0) {
 		if (eb->unhashed)
 			free(eb);
 		else if (t->bytes > t->max_bytes)
 			evict_locked(t);
 	}
-	pthread_mutex_unlock(&t->lock);
+	cache_unlock(t);
 }
 
 /* Does a cached block satisfy what this parent expects of it? */
@@ -208,7 +233,7 @@ int ubt_read_tree_block(struct ubt_tree_ctx *t, const struct ubt_block_expect *e
 	if (!UBT_IS_ALIGNED(exp->bytenr, t->vol->sectorsize) || exp->bytenr == 0)
 		return UBT_CORRUPT(exp->bytenr, "tree block address not sector aligned");
 
-	pthread_mutex_lock(&t->lock);
+	cache_lock(t);
 	eb = lookup_locked(t, exp->bytenr);
 	if (eb) {
 		eb->refs++;
@@ -217,7 +242,7 @@ int ubt_read_tree_block(struct ubt_tree_ctx *t, const struct ubt_block_expect *e
 	} else {
 		t->stats.misses++;
 	}
-	pthread_mutex_unlock(&t->lock);
+	cache_unlock(t);
 	if (eb) {
 		ret = cached_matches(eb, exp);
 		if (ret) {
@@ -277,13 +302,13 @@ int ubt_read_tree_block(struct ubt_tree_ctx *t, const struct ubt_block_expect *e
 		return first_err;
 	}
 
-	pthread_mutex_lock(&t->lock);
+	cache_lock(t);
 	other = lookup_locked(t, exp->bytenr);
 	if (other) {
 		/* Another thread won the race; use its copy. */
 		other->refs++;
 		other->referenced = true;
-		pthread_mutex_unlock(&t->lock);
+		cache_unlock(t);
 		free(eb);
 		*out = other;
 		return 0;
@@ -295,7 +320,7 @@ int ubt_read_tree_block(struct ubt_tree_ctx *t, const struct ubt_block_expect *e
 	t->bytes += eb->len;
 	t->nblocks++;
 	evict_locked(t);
-	pthread_mutex_unlock(&t->lock);
+	cache_unlock(t);
 	*out = eb;
 	return 0;
 }
@@ -325,7 +350,7 @@ static void unpublish_locked(struct ubt_tree_ctx *t, struct ubt_eb *eb)
 
 void ubt_eb_insert(struct ubt_tree_ctx *t, struct ubt_eb *eb)
 {
-	pthread_mutex_lock(&t->lock);
+	cache_lock(t);
 	struct ubt_eb *old = lookup_locked(t, eb->start);
 	if (old) {
 		unpublish_locked(t, old);
@@ -340,20 +365,20 @@ void ubt_eb_insert(struct ubt_tree_ctx *t, struct ubt_eb *eb)
 	t->bytes += eb->len;
 	t->nblocks++;
 	evict_locked(t);
-	pthread_mutex_unlock(&t->lock);
+	cache_unlock(t);
 }
 
 void ubt_eb_remove(struct ubt_tree_ctx *t, struct ubt_eb *eb)
 {
-	pthread_mutex_lock(&t->lock);
+	cache_lock(t);
 	if (!eb->unhashed && lookup_locked(t, eb->start) == eb)
 		unpublish_locked(t, eb);
-	pthread_mutex_unlock(&t->lock);
+	cache_unlock(t);
 }
 
 void ubt_eb_get(struct ubt_tree_ctx *t, struct ubt_eb *eb)
 {
-	pthread_mutex_lock(&t->lock);
+	cache_lock(t);
 	eb->refs++;
-	pthread_mutex_unlock(&t->lock);
+	cache_unlock(t);
 }

@@ -44,6 +44,14 @@ struct ubt_tree_ctx {
 	struct ubt_eb *hand;	/* CLOCK ring of every cached block */
 	uint64_t bytes, max_bytes, nblocks;
 	struct ubt_tree_stats stats;
+	/*
+	 * Set by a thread that holds the filesystem exclusively (the API's
+	 * write lock: no other thread is inside the tree code), which then
+	 * skips `lock`.  Written only under that exclusion, so every other
+	 * thread sees it false (ubt_tree_set_exclusive).
+	 */
+	bool excl;
+	pthread_t excl_owner;
 };
 
 /* A tree's root as its parent (superblock or ROOT_ITEM) describes it. */
@@ -55,6 +63,10 @@ struct ubt_root_ref {
 };
 
 int ubt_tree_ctx_init(struct ubt_tree_ctx *t, struct ubt_volume *vol, uint64_t cache_bytes);
+/* The calling thread now holds (on) or no longer holds (off) the
+ * filesystem exclusively: while on, its cache calls take no mutex.  Call
+ * with the exclusion held, before letting go of it. */
+void ubt_tree_set_exclusive(struct ubt_tree_ctx *t, bool on);
 void ubt_tree_ctx_destroy(struct ubt_tree_ctx *t);
 
 /*
