@@ -5,11 +5,17 @@
  * or a negative errno and passes results through out-parameters.  Errors of
  * our own meaning (corruption is -EUCLEAN, an unsupported feature is
  * -EOPNOTSUPP) are explained by ubtrfs_strerror().  The library never writes
- * to stdout and never exits the process; diagnostics go to the log handler
- * (stderr by default).
+ * to stdout and never exits the process, except that it aborts on the one
+ * broken contract below where going on would corrupt its memory (a read call
+ * made from inside a write call on the same handle); diagnostics go to the
+ * log handler (stderr by default).
  *
  * Thread-safety: functions that take no handle are thread-safe.  A handle may
- * be used by several threads at once unless a function says otherwise.
+ * be used by several threads at once unless a function says otherwise;
+ * ubtrfs_close() not while other calls on it run.  A callback passed to a
+ * read call (readdir, data ranges, subvolume list, ...) may make read calls
+ * on the same handle, never write calls; the block hook and the log handler
+ * make no calls into the library.
  */
 #ifndef UBTRFS_UBTRFS_H
 #define UBTRFS_UBTRFS_H
@@ -38,7 +44,9 @@ enum ubtrfs_log_level {
 	UBTRFS_LOG_DEBUG = 3,
 };
 typedef void (*ubtrfs_log_fn)(void *ctx, int level, const char *msg);
-/* Process-wide; set before other threads use the library.  NULL: stderr. */
+/* Process-wide; set before other threads use the library.  NULL: stderr.
+ * The handler may run while a handle's locks are held: it must not call
+ * into the library. */
 UBTRFS_API void ubtrfs_set_log_handler(ubtrfs_log_fn fn, void *ctx);
 UBTRFS_API void ubtrfs_set_log_level(int max_level);
 
@@ -86,7 +94,8 @@ enum ubtrfs_open_flags {
  * root trees are loaded.  Feature policy, as ext2/3/4 do it: an incompat
  * feature we do not support refuses the open (-EOPNOTSUPP); a compat_ro
  * feature we cannot write refuses read-write (-EROFS) but opens read-only.
- * `cache_bytes` bounds the tree-block cache (0: 64 MiB).  The log says why
+ * `cache_bytes` bounds the tree-block cache (0: 256 MiB, or an eighth of
+ * the machine's memory if less, at least 64 MiB).  The log says why
  * an open failed.  A read-write open holds its devices alone (an exclusive
  * flock(2); on Linux a block device is opened O_EXCL, so not while the
  * kernel has it mounted): another read-write open, or a read-only one with

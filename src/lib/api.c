@@ -271,3 +271,10 @@ void ubt_api_set_excl(ubtrfs_fs *f, bool on)
 	if (f->fs)
 		ubt_tree_set_exclusive(&f->fs->tree, on);
 }
+
+void ubt_api_lock_misuse(void)
+{
+	fprintf(stderr, "libubtrfs: a read call was made from inside a write call on the same "
+			"handle (from a callback, the block hook or the log handler); stopping\n");
+	abort();
+}

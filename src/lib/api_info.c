@@ -17,6 +17,7 @@ int ubtrfs_get_info(ubtrfs_fs *f, struct ubtrfs_fs_info *out)
 {
 	const struct btrfs_super_block *sb = &f->fs->vol->super;
 
+	ubt_api_rdlock(f);	/* a commit rewrites the superblock */
 	memset(out, 0, sizeof(*out));
 	memcpy(out->label, sb->label, BTRFS_LABEL_SIZE);
 	out->label[BTRFS_LABEL_SIZE] = 0;
@@ -28,6 +29,7 @@ int ubtrfs_get_info(ubtrfs_fs *f, struct ubtrfs_fs_info *out)
 	out->sectorsize = btrfs_super_sectorsize(sb);
 	out->nodesize = btrfs_super_nodesize(sb);
 	out->csum_name = ubt_csum_name(btrfs_super_csum_type(sb));
+	ubt_api_unlock(f);
 	return 0;
 }
 

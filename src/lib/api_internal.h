@@ -4,6 +4,7 @@
 #ifndef UBTRFS_API_INTERNAL_H
 #define UBTRFS_API_INTERNAL_H
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
 
@@ -46,11 +47,16 @@ static inline void ubt_api_will_block(ubtrfs_fs *f)
 	if (f->block_hook)
 		f->block_hook(f->block_ctx);
 }
+/* A read call from inside a write call (a callback or hook breaking its
+ * contract): going on would let go of the writer's lock. */
+void ubt_api_lock_misuse(void) __attribute__((noreturn));
+
 static inline void ubt_api_rdlock(ubtrfs_fs *f)
 {
 	if (pthread_rwlock_tryrdlock(&f->lock)) {
 		ubt_api_will_block(f);
-		pthread_rwlock_rdlock(&f->lock);
+		if (pthread_rwlock_rdlock(&f->lock) == EDEADLK)
+			ubt_api_lock_misuse();
 	}
 }
 static inline void ubt_api_unlock(ubtrfs_fs *f)
