@@ -702,9 +702,11 @@ static ssize_t get_names(void *ctx, char *buf, size_t size)
  * subvolume tree (ubtrfs_any_xattr); if no inode has an extended attribute
  * - and on a read-only mount none can appear - getxattr answers ENOSYS
  * from then on, and the kernel stops sending it for the life of the mount
- * (callers get EOPNOTSUPP; the kernel reads that as "no ACL" and "no file
- * capabilities").  listxattr keeps answering.  Until the scan ends, or if
- * it finds an attribute or fails, getxattr is answered as always.
+ * (callers get EOPNOTSUPP for ordinary names; the kernel reads it as "no
+ * ACL", so the ACL names answer ENODATA, and as "no file capabilities").
+ * listxattr keeps answering.  Until the scan ends, or if it finds an
+ * attribute or fails (a damaged block: the reader logs it), getxattr is
+ * answered as always.
  */
 static int scan_should_stop(void *ctx)
 {
@@ -1425,7 +1427,7 @@ int ubtrfs_fuse_serve(ubtrfs_fs *fs, const struct ubtrfs_fuse_opts *o)
 	s.subvol = o->subvol;
 	s.rw = o->rw && !ubtrfs_is_readonly(fs);
 	s.commit_interval = o->commit_interval ? o->commit_interval : DEFAULT_COMMIT_INTERVAL;
-	s.xattr_scan = !s.rw && !o->no_xattr_scan && ubtrfs_is_readonly(fs);
+	s.xattr_scan = !o->no_xattr_scan && ubtrfs_is_readonly(fs);	/* nothing can add one */
 	s.debug = o->debug;
 	pthread_mutex_init(&s.mu, NULL);
 	pthread_cond_init(&s.cond, NULL);

@@ -102,6 +102,16 @@ lsr() {
 	(cd "$1" && ls -lR --time-style=full-iso . | grep -v '^total ') >"$2"
 }
 
+# ls_asks CELL LOG: ls -lR of the mount into $T/CELL-ls.txt; prints the
+# GETXATTR requests it sent (-1 if ls failed).
+ls_asks() {
+	local n0 n1
+	n0=$(getxattrs "$2")
+	lsr "$m" "$T/$1-ls.txt" || { echo -1; return; }
+	n1=$(getxattrs "$2")
+	echo $((n1 - n0))
+}
+
 entries=$(grep -c '^[-dl]' "$T/kernel-ls.txt")
 oracle_log "$entries entries"
 
@@ -118,11 +128,10 @@ if ro_fuse_up "$m" "$log" ro,suid -d "$img"; then
 	fi
 	r=$(xget "$m/d0/f0" user.x)
 	[[ $r == ENOTSUP ]] || ro_fail "none: getxattr after the scan gave $r, not EOPNOTSUPP (ENOTSUP)"
-	n0=$(getxattrs "$log")
-	lsr "$m" "$T/none-ls.txt" || ro_fail "none: ls -lR failed"
-	xget "$m/snap/g3" security.selinux >/dev/null
-	n1=$(getxattrs "$log")
-	((n1 == n0)) || ro_fail "none: $((n1 - n0)) GETXATTR requests after the scan ended"
+	asked=$(ls_asks none "$log")
+	((asked == 0)) || ro_fail "none: ls -lR sent $asked GETXATTR requests after the scan (-1: failed)"
+	r=$(xget "$m/snap/g3" security.selinux)
+	[[ $r == ENOTSUP ]] || ro_fail "none: security.selinux in the snapshot gave $r, not EOPNOTSUPP"
 	diff -u "$T/kernel-ls.txt" "$T/none-ls.txt" >"$T/none-ls.diff" ||
 		{ ro_show "$T/none-ls.diff"; ro_fail "none: ls -lR differs from the kernel's"; }
 	r=$("$ORACLE_PYTHON" -c 'import os, sys; print(os.listxattr(sys.argv[1]))' "$m/d1/f1")
@@ -130,7 +139,7 @@ if ro_fuse_up "$m" "$log" ro,suid -d "$img"; then
 	r=$(xget "$m/d1/f1" system.posix_acl_access)
 	[[ $r == ENODATA ]] || ro_fail "none: the access ACL name gave $r, not ENODATA"
 	[[ $("$m/id" -u 2>&1) == 0 ]] || ro_fail "none: id(1) does not run from the mount"
-	oracle_log "none: GETXATTR requests: $n1 in all, none from ls -lR of $entries entries"
+	oracle_log "none: GETXATTR requests: $(getxattrs "$log") in all, none from ls -lR of $entries entries"
 	ro_fuse_down none "$m" "$log"
 else
 	ro_show "$log"
@@ -153,11 +162,9 @@ if ro_fuse_up "$m" "$log" ro -d "$one"; then
 	[[ $r == "value 68657265" ]] || ro_fail "snapshot: user.only reads as '$r'"
 	r=$(xget "$m/sub/g199" user.only)
 	[[ $r == ENODATA ]] || ro_fail "snapshot: the subvolume's g199 gives $r for user.only"
-	n0=$(getxattrs "$log")
-	lsr "$m" "$T/snapshot-ls.txt" || ro_fail "snapshot: ls -lR failed"
-	n1=$(getxattrs "$log")
-	((n1 - n0 >= entries)) ||
-		ro_fail "snapshot: ls -lR of $entries entries sent $((n1 - n0)) GETXATTR requests"
+	asked=$(ls_asks snapshot "$log")
+	((asked >= entries)) ||
+		ro_fail "snapshot: ls -lR of $entries entries sent $asked GETXATTR requests (-1: failed)"
 	ro_fuse_down snapshot "$m" "$log"
 else
 	ro_show "$log"
@@ -169,11 +176,9 @@ log=$T/noscan.log
 if ro_fuse_up "$m" "$log" ro,noxattrscan -d "$img"; then
 	r=$(xget "$m/d0/f0" user.x)
 	[[ $r == ENODATA ]] || ro_fail "noscan: getxattr gave $r, not ENODATA"
-	n0=$(getxattrs "$log")
-	lsr "$m" "$T/noscan-ls.txt" || ro_fail "noscan: ls -lR failed"
-	n1=$(getxattrs "$log")
-	((n1 - n0 >= entries)) ||
-		ro_fail "noscan: ls -lR of $entries entries sent $((n1 - n0)) GETXATTR requests"
+	asked=$(ls_asks noscan "$log")
+	((asked >= entries)) ||
+		ro_fail "noscan: ls -lR of $entries entries sent $asked GETXATTR requests (-1: failed)"
 	r=$(xget "$m/d0/f0" user.x)
 	[[ $r == ENODATA ]] || ro_fail "noscan: getxattr after ls -lR gave $r, not ENODATA"
 	! grep -q 'xattr scan:' "$log" || ro_fail "noscan: the daemon scanned"

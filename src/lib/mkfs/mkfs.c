@@ -151,6 +151,12 @@ static int make_seed(struct mk_fs *fs)
 
 /* ---- devices ---------------------------------------------------------- */
 
+static int in_use(const char *path)
+{
+	ubt_log(UBT_LOG_ERROR, "mkfs: %s is in use: mounted, or opened by another program", path);
+	return -EBUSY;
+}
+
 static int open_device(struct mk_fs *fs, const char *path, struct mk_dev *d)
 {
 	const struct ubt_mkfs_cfg *cfg = fs->cfg;
@@ -172,9 +178,7 @@ static int open_device(struct mk_fs *fs, const char *path, struct mk_dev *d)
 			 * open below would refuse it after the fact). */
 			if (flock(fd, LOCK_EX | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
 				close(fd);
-				ubt_log(UBT_LOG_ERROR, "mkfs: %s is in use: mounted, or opened "
-					"by another program", path);
-				return -EBUSY;
+				return in_use(path);
 			}
 			if ((!exists || (uint64_t)st.st_size < cfg->byte_count) &&
 			    ftruncate(fd, (off_t)cfg->byte_count) != 0) {
@@ -188,11 +192,8 @@ static int open_device(struct mk_fs *fs, const char *path, struct mk_dev *d)
 		}
 	}
 	ret = ubt_bdev_open_file(path, 0, &d->bd);
-	if (ret == -EBUSY) {
-		ubt_log(UBT_LOG_ERROR, "mkfs: %s is in use: mounted, or opened by another program",
-			path);
-		return ret;
-	}
+	if (ret == -EBUSY)
+		return in_use(path);
 	if (ret) {
 		ubt_log(UBT_LOG_ERROR, "mkfs: cannot open %s: %s", path, ubt_strerror(ret));
 		return ret;
