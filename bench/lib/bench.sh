@@ -599,7 +599,7 @@ PERF_ACK=
 bench_perf_start() {
 	local wl=$1 t=$2 rep=$3
 	PERF_PID=
-	((PROFILE)) && ((rep == 1)) && bench_is_ubtrfs "$t" || return 0
+	((PROFILE)) && ((rep == 1)) && bench_is_fuse "$t" || return 0
 	local -a where=(-a)
 	((PINNED)) && where=(-C "$PIN_CPU")
 	rm -f -- "$T/perf.ctl" "$T/perf.ack"
@@ -626,20 +626,28 @@ bench_perf_stop() {
 	kill -INT "$PERF_PID" 2>/dev/null || true
 	wait "$PERF_PID" 2>/dev/null || true
 	PERF_PID=
-	local d=$T/perf-$wl.data out=$PROFILE_DIR/$wl-$t.txt
+	local d=$T/perf-$wl.data out=$PROFILE_DIR/$wl-$t.txt comm=ubtrfs
+	[[ $t == fuse-passthrough ]] && comm=bindfs
 	{
 		echo "# perf record -F 999 --call-graph dwarf, $( ((PINNED)) && echo "CPU $PIN_CPU" || echo "all CPUs"), $wl on $t"
 		echo "# --- share of samples by command and DSO"
 		perf report -i "$d" --stdio --no-children --sort comm,dso -g none \
 			--percent-limit 0.5 2>/dev/null | grep -v '^$'
+		# Pinned, the samples of the one CPU add up to the run's time:
+		# who spent it (the workload, the daemon's code, the kernel on
+		# either's behalf, idle as "swapper") - comparable across targets.
+		echo "# --- seconds by command and DSO (samples / 999 Hz)"
+		perf report -i "$d" --stdio --no-children --sort comm,dso -g none -n \
+			--percent-limit 0.5 2>/dev/null |
+			awk '/%/ { printf "#   %-16s %-28s %8.3f s\n", $3, $4, $2 / 999 }'
 		echo "# --- flat profile (self), all commands"
 		perf report -i "$d" --stdio --no-children --sort comm,sym -g none \
 			--percent-limit 0.3 2>/dev/null | grep -v '^$'
 		echo "# --- the daemon's user-space functions, inclusive (children)"
-		perf report -i "$d" --stdio --children --comm ubtrfs --sort sym -g none \
+		perf report -i "$d" --stdio --children --comm "$comm" --sort sym -g none \
 			--percent-limit 1 2>/dev/null | grep -v '^$'
 		echo "# --- call graphs of the daemon's hottest symbols (caller view)"
-		perf report -i "$d" --stdio --no-children --comm ubtrfs --sort sym \
+		perf report -i "$d" --stdio --no-children --comm "$comm" --sort sym \
 			-g graph,0.5,caller --percent-limit 2 2>/dev/null |
 			grep -v '^$' | head -n 400
 	} >"$out"

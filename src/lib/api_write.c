@@ -216,7 +216,9 @@ static int orphan_free(ubtrfs_fs *f, uint64_t subvol, uint64_t ino, bool scan)
 			ret = 0, st.nlink = 0, st.mode = 0, st.size = 0, st.blocks = 0;
 		if (ret || (st.nlink && !scan))
 			return op_end(&op, ret);
-		if (st.nlink == 0 && S_ISREG(st.mode) && (st.size || st.blocks))
+		/* Small data goes with the inode's items; more in steps first. */
+		if (st.nlink == 0 && S_ISREG(st.mode) && (st.size || st.blocks) &&
+		    !ubt_ns_drops_data(f->fs, st.blocks << 9))
 			ret = truncate_steps(&op, subvol, ino, 0, NULL);
 		if (!ret)
 			ret = ubt_ns_orphan_delete(f->ns, op.t, subvol, ino);
@@ -563,16 +565,13 @@ static int truncate_steps(struct op *op, uint64_t subvol, uint64_t ino, uint64_t
 	return ret;
 }
 
+/* Before a name goes: a file losing its last link, not in use and with
+ * more data than its deletion drops itself, is truncated first (in steps). */
 static int drop_data_if_last(struct op *op, uint64_t subvol, uint64_t ino)
 {
 	struct ubtrfs_stat st;
 	ubtrfs_ino id = { subvol, ino };
-	int ret = ubt_api_stat(op->f, id, &st);
 
-	if (ret)
-		return ret;
-	if (!S_ISREG(st.mode) || st.nlink != 1 || (st.size == 0 && st.blocks == 0))
-		return 0;
 	if (op->f->inuse) {
 		struct ubt_inuse *u = op->f->inuse;
 		pthread_mutex_lock(&u->mu);
@@ -582,6 +581,12 @@ static int drop_data_if_last(struct op *op, uint64_t subvol, uint64_t ino)
 		if (busy)
 			return 0;	/* it becomes an orphan and keeps its data */
 	}
+	int ret = ubt_api_stat(op->f, id, &st);
+	if (ret)
+		return ret;
+	if (!S_ISREG(st.mode) || st.nlink != 1 || (st.size == 0 && st.blocks == 0) ||
+	    ubt_ns_drops_data(op->f->fs, st.blocks << 9))
+		return 0;
 	return truncate_steps(op, subvol, ino, 0, &op->bnow);
 }
 

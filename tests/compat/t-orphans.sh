@@ -9,7 +9,11 @@
 #       after an fsync: the image holds the orphan (nlink 0 + ORPHAN_ITEM),
 #       btrfs check is clean and the kernel mounts it; the next `ubtrfs
 #       mount -o rw` frees it (no ORPHAN_ITEM left, the data extent gone from
-#       the extent tree) and btrfs check is clean again.
+#       the extent tree) and btrfs check is clean again;
+#   (c) small files (4 KiB to 33 sectors, a reflinked copy, a preallocated
+#       one) unlinked while open and closed: no items of theirs and no
+#       data reference from them left, btrfs check clean, the reflink
+#       source reads back through the kernel.
 #
 # Needs root, loop devices, kernel btrfs, btrfs-progs, FUSE, python3.
 set -euo pipefail
@@ -108,5 +112,72 @@ if btrfs inspect-internal dump-tree -t 5 "$img" | grep -qE "key \($ino (INODE_IT
 	ro_fail "(b) inode $ino still has items after the second mount"
 fi
 oracle_check_clean "(b) after cleanup" "$img" || ro_fail "(b) btrfs check after the cleanup is not clean"
-RO_CELLS=2
+# (c) small files freed at close: their data goes with the inode's items
+# (up to 32 sectors, one reference less per extent) instead of a truncate
+# first; 33 sectors still take the truncate.  A reflinked victim leaves its
+# source's extent alone, a preallocated one its whole extent.
+cat >"$T/small.py" <<'PY'
+import os, sys
+d = sys.argv[1]
+def victim(name, make):
+    p = os.path.join(d, name)
+    make(p)
+    fd = os.open(p, os.O_RDWR)
+    ino = os.fstat(fd).st_ino
+    os.unlink(p)
+    os.fsync(fd)
+    os.close(fd)
+    print(name, ino, flush=True)
+def plain(n):
+    def make(p):
+        with open(p, "wb") as f:
+            f.write(os.urandom(n))
+    return make
+def reflinked(p):
+    src = os.path.join(d, "keep")
+    with open(src, "wb") as f:
+        f.write(os.urandom(65536))
+    s, t = os.open(src, os.O_RDONLY), os.open(p, os.O_WRONLY | os.O_CREAT, 0o644)
+    if os.copy_file_range(s, t, 65536) != 65536:
+        sys.exit("copy_file_range was short")
+    os.close(s)
+    os.close(t)
+def prealloc(p):
+    fd = os.open(p, os.O_WRONLY | os.O_CREAT, 0o644)
+    os.posix_fallocate(fd, 0, 65536)
+    os.pwrite(fd, b"y" * 4096, 0)
+    os.close(fd)
+victim("s4k", plain(4096))
+victim("s100k", plain(100000))
+victim("s32sect", plain(32 * 4096))
+victim("s33sect", plain(33 * 4096))
+victim("reflinked", reflinked)
+victim("prealloc", prealloc)
+PY
+img=$(oracle_image c.img 1G)
+oracle_ubtrfs mkfs -q -f "$img" || oracle_fail "ubtrfs mkfs failed"
+mnt=$T/c.mnt
+ro_fuse_up "$mnt" "$T/c.log" rw "$img" || { ro_show "$T/c.log"; oracle_fail "(c) rw mount did not come up"; }
+"$ORACLE_PYTHON" "$T/small.py" "$mnt" >"$T/small.out" || oracle_fail "(c) the small victims misbehaved"
+keep_sum=$(sha256sum <"$mnt/keep")
+ro_fuse_down "(c)" "$mnt" "$T/c.log"
+n=$(orphans_in "$img")
+((n == 0)) || ro_fail "(c) $n ORPHAN_ITEMs left after close and unmount"
+btrfs inspect-internal dump-tree -t 5 "$img" >"$T/c.fs"
+btrfs inspect-internal dump-tree -t 2 "$img" >"$T/c.extent"
+[[ $(wc -l <"$T/small.out") == 6 ]] || ro_fail "(c) $(wc -l <"$T/small.out") victims reported, not 6"
+while read -r name ino; do
+	grep -qE "key \($ino (INODE_ITEM|EXTENT_DATA)" "$T/c.fs" &&
+		ro_fail "(c) $name: inode $ino still has items after its last close"
+	grep -qE "data backref root (5|FS_TREE) objectid $ino " "$T/c.extent" &&
+		ro_fail "(c) $name: an extent still has a reference from inode $ino"
+done <"$T/small.out"
+oracle_check_clean "(c)" "$img" || ro_fail "(c) btrfs check is not clean"
+oracle_kmount -o ro "$T/c.k" "$img" || ro_fail "(c) the kernel does not mount the image"
+if oracle_is_mounted "$T/c.k"; then
+	[[ $(sha256sum <"$T/c.k/keep") == "$keep_sum" ]] ||
+		ro_fail "(c) the reflink source reads back differently through the kernel"
+	oracle_kumount "$T/c.k"
+fi
+RO_CELLS=3
 ro_finish

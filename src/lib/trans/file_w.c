@@ -88,20 +88,33 @@ static int write_inode(struct fw *w)
 	return ret;
 }
 
-static int data_ref(struct fw *w, uint64_t bytenr, uint64_t num_bytes, uint64_t file_off,
-		    uint64_t ext_offset, int delta, bool new_extent)
+static int dref_data(struct ubt_trans *t, uint64_t root, uint64_t ino, uint64_t bytenr,
+		     uint64_t num_bytes, uint64_t ref_offset, int delta, bool new_extent)
 {
 	struct ubt_dref r = { 0 };
 
 	r.bytenr = bytenr;
 	r.num_bytes = num_bytes;
 	r.type = BTRFS_EXTENT_DATA_REF_KEY;
-	r.root = w->root->objectid;
-	r.owner = w->ino;
-	r.offset = file_off - ext_offset;
+	r.root = root;
+	r.owner = ino;
+	r.offset = ref_offset;
 	r.delta = delta;
 	r.new_block = new_extent;
-	return ubt_dref_queue(w->t, &r);
+	return ubt_dref_queue(t, &r);
+}
+
+static int data_ref(struct fw *w, uint64_t bytenr, uint64_t num_bytes, uint64_t file_off,
+		    uint64_t ext_offset, int delta, bool new_extent)
+{
+	return dref_data(w->t, w->root->objectid, w->ino, bytenr, num_bytes, file_off - ext_offset,
+			 delta, new_extent);
+}
+
+int ubt_file_data_unref(struct ubt_trans *t, const struct ubt_wroot *root, uint64_t ino,
+			uint64_t bytenr, uint64_t num_bytes, uint64_t ref_offset)
+{
+	return dref_data(t, root->objectid, ino, bytenr, num_bytes, ref_offset, -1, false);
 }
 
 /* Insert an EXTENT_DATA item (copy of fi) at file offset `off`. */

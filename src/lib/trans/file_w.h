@@ -31,6 +31,13 @@ int ubt_file_truncate(struct ubt_trans *t, uint64_t subvol, uint64_t ino, uint64
 int ubt_file_step_targets(struct ubt_trans *t, uint64_t subvol, uint64_t ino, uint64_t size,
 			  unsigned per_step, uint64_t **out, size_t *n);
 
+/* One reference less on data extent (bytenr, num_bytes) from inode `ino`
+ * of `root`, under the data ref key offset `ref_offset` (the item's file
+ * offset minus its extent offset): for an EXTENT_DATA item being deleted
+ * with its inode.  Queued, applied at commit as every data ref change. */
+int ubt_file_data_unref(struct ubt_trans *t, const struct ubt_wroot *root, uint64_t ino,
+			uint64_t bytenr, uint64_t num_bytes, uint64_t ref_offset);
+
 /* fallocate(2) modes (Linux values). */
 #define UBT_FALLOC_KEEP_SIZE	0x01
 #define UBT_FALLOC_PUNCH_HOLE	0x02

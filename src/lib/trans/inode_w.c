@@ -34,6 +34,7 @@
  *   - every change sets the subvolume's ROOT_ITEM ctransid and ctime.
  */
 #include "trans/inode_w.h"
+#include "trans/file_w.h"
 
 #include "base/base.h"
 
@@ -636,18 +637,76 @@ static int has_data_extents(struct nsop *o, uint64_t ino)
 	return ret < 0 ? ret : found;
 }
 
-/* Delete every item of an inode (its last link is gone). */
-static int delete_inode(struct nsop *o, uint64_t ino)
+bool ubt_ns_drops_data(const struct ubt_fs *fs, uint64_t nbytes)
+{
+	return nbytes <= (uint64_t)UBT_NS_DROP_SECTORS * fs->sectorsize;
+}
+
+/* May the inode be deleted with its data, or must its data go first (in
+ * the caller's steps)?  Decided from nbytes, without a search. */
+static int data_deletable(struct nsop *o, uint64_t ino, const struct btrfs_inode_item *ii)
+{
+	if (ubt_ns_drops_data(o->fs, btrfs_inode_nbytes(ii)))
+		return 0;
+	int ret = has_data_extents(o, ino);
+	if (ret < 0)
+		return ret;
+	return ret ? -EOPNOTSUPP : 0;
+}
+
+/* A data extent an EXTENT_DATA item of the deleted inode references. */
+struct data_drop {
+	uint64_t bytenr, num_bytes, ref_offset;
+};
+
+/* Note what the deleted EXTENT_DATA item `it` references (nothing for
+ * inline extents and holes). */
+static int note_drop(const struct ubt_iter *it, struct data_drop **v, size_t *n, size_t *cap)
+{
+	const struct btrfs_file_extent_item *fi = (const void *)it->data;
+
+	if (it->size <= btrfs_file_extent_inline_start())
+		return UBT_CORRUPT(it->leaf->start, "file extent item too small");
+	if (btrfs_file_extent_type(fi) == BTRFS_FILE_EXTENT_INLINE)
+		return 0;
+	if (it->size < sizeof(*fi))
+		return UBT_CORRUPT(it->leaf->start, "file extent item too small");
+	if (btrfs_file_extent_disk_bytenr(fi) == 0)
+		return 0;
+	if (*n == *cap) {
+		*cap = *cap ? *cap * 2 : 4;
+		struct data_drop *nv = realloc(*v, *cap * sizeof(*nv));
+		if (!nv)
+			return -ENOMEM;
+		*v = nv;
+	}
+	(*v)[(*n)++] = (struct data_drop){ btrfs_file_extent_disk_bytenr(fi),
+					   btrfs_file_extent_disk_num_bytes(fi),
+					   it->key.offset - btrfs_file_extent_offset(fi) };
+	return 0;
+}
+
+/* Delete every item of an inode (its last link is gone), with one data
+ * reference less for each EXTENT_DATA item that has one.  The caller
+ * checked data_deletable: more than UBT_NS_DROP_SECTORS such items
+ * under a small nbytes is a corrupt inode, refused before any change. */
+static int delete_inode(struct nsop *o, uint64_t ino, const struct btrfs_inode_item *ii)
 {
 	struct btrfs_key min = { ino, 0, 0 };
 	struct btrfs_key max = { ino, (uint8_t)-1, (uint64_t)-1 };
 	struct btrfs_key *keys = NULL;
-	size_t n = 0, cap = 0;
+	struct data_drop *drops = NULL;
+	size_t n = 0, cap = 0, nd = 0, dcap = 0;
 	struct ubt_iter it;
 	int ret;
 
 	ubt_iter_start(&it, &o->fs->tree, &o->sv->root, &min, &max);
 	while ((ret = ubt_iter_next(&it)) == 0) {
+		if (it.key.type == BTRFS_EXTENT_DATA_KEY) {
+			ret = note_drop(&it, &drops, &nd, &dcap);
+			if (ret)
+				break;
+		}
 		if (n == cap) {
 			cap = cap ? cap * 2 : 16;
 			struct btrfs_key *v = realloc(keys, cap * sizeof(*v));
@@ -663,6 +722,12 @@ static int delete_inode(struct nsop *o, uint64_t ino)
 	if (ret < 0)
 		goto out;
 	ret = 0;
+	if (nd > UBT_NS_DROP_SECTORS && ubt_ns_drops_data(o->fs, btrfs_inode_nbytes(ii))) {
+		ret = UBT_CORRUPT(0, "inode %llu: %zu data extents under nbytes %llu",
+				  (unsigned long long)ino, nd,
+				  (unsigned long long)btrfs_inode_nbytes(ii));
+		goto out;
+	}
 	for (size_t i = 0; i < n && !ret;) {
 		struct ubt_path path;
 		ubt_path_init(&path);
@@ -686,8 +751,13 @@ static int delete_inode(struct nsop *o, uint64_t ino)
 		ret = ubt_del_items(o->t, o->root, &path, run);
 		i += (size_t)run;
 	}
+	/* After the items are gone, as a truncate drops them. */
+	for (size_t i = 0; i < nd && !ret; i++)
+		ret = ubt_file_data_unref(o->t, o->root, ino, drops[i].bytenr, drops[i].num_bytes,
+					  drops[i].ref_offset);
 out:
 	free(keys);
+	free(drops);
 	return ret;
 }
 
@@ -1134,15 +1204,15 @@ int ubt_ns_orphan_delete(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol
 	else if (ret)
 		return ret;
 	if (!gone && btrfs_inode_nlink(&ii) == 0) {
-		ret = has_data_extents(&o, ino);
+		ret = data_deletable(&o, ino, &ii);
 		if (ret)
-			return ret < 0 ? ret : -EOPNOTSUPP;
+			return ret;
 	}
 	ret = op_reserve(&o, true);
 	if (ret)
 		return ret;
 	if (!gone && btrfs_inode_nlink(&ii) == 0)
-		ret = delete_inode(&o, ino);
+		ret = delete_inode(&o, ino, &ii);
 	if (!ret) {
 		ret = ubt_delete_key(o.t, o.root, &key);
 		if (ret == -ENOENT)
@@ -1207,7 +1277,7 @@ static int remove_name(struct nsop *o, uint64_t dir, const char *name, size_t le
 	uint32_t nlink = btrfs_inode_nlink(ii);
 	bool last = S_ISDIR(btrfs_inode_mode(ii)) || nlink <= 1;
 	if (last && !kept(o, ino))
-		return delete_inode(o, ino);
+		return delete_inode(o, ino, ii);
 	if (last) {
 		/* Still open: an orphan until its last user goes. */
 		btrfs_set_inode_nlink(ii, 0);
@@ -1227,10 +1297,7 @@ static int check_deletable(struct nsop *o, uint64_t ino, const struct btrfs_inod
 {
 	if (kept(o, ino) || (!S_ISDIR(btrfs_inode_mode(ii)) && btrfs_inode_nlink(ii) > 1))
 		return 0;
-	int ret = has_data_extents(o, ino);
-	if (ret < 0)
-		return ret;
-	return ret ? -EOPNOTSUPP : 0;
+	return data_deletable(o, ino, ii);
 }
 
 static int unlink_common(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint64_t dir,

@@ -30,10 +30,14 @@
  * (renaming a directory into its own subtree), -ENOSPC, -ENODATA, -ERANGE,
  * -E2BIG, -EROFS (read-only subvolume, aborted filesystem).
  *
- * Limits: deleting an inode that still has data extents (non-inline
- * EXTENT_DATA) is refused with -EOPNOTSUPP (before anything changes), as is
- * any operation on a directory entry that leads to another subvolume and
- * setting "btrfs.*" properties.
+ * Deleting an inode drops its data with it (one reference less on each
+ * data extent, applied at commit) when its nbytes is at most
+ * UBT_NS_DROP_SECTORS sectors; a larger one is refused with -EOPNOTSUPP
+ * (before anything changes): the caller truncates it first, in steps.
+ *
+ * Limits: any operation on a directory entry that leads to another
+ * subvolume is refused with -EOPNOTSUPP, as is setting "btrfs.*"
+ * properties.
  *
  * Orphans: a non-directory whose last name goes is deleted in the same
  * transaction, unless the keep callback (ubt_ns_set_keep) says it is still
@@ -70,6 +74,12 @@
 struct ubt_ns;
 
 int ubt_ns_new(struct ubt_fs *fs, struct ubt_ns **out);
+
+/* Does deleting an inode of `nbytes` drop its data itself (see above)?
+ * Every EXTENT_DATA item that references data covers at least one sector
+ * counted in nbytes, so such an inode has at most this many of them. */
+#define UBT_NS_DROP_SECTORS 32
+bool ubt_ns_drops_data(const struct ubt_fs *fs, uint64_t nbytes);
 void ubt_ns_free(struct ubt_ns *ns);
 
 struct ubt_ns_time {
