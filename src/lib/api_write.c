@@ -59,12 +59,19 @@ struct inuse_ent {
 	uint64_t subvol, ino;		/* ino 0: free slot */
 	uint64_t count;
 	bool orphan;			/* lost its last name while in use */
+	bool item;			/* its ORPHAN_ITEM is in the tree */
 };
 
 struct ubt_inuse {
 	pthread_mutex_t mu;
 	struct inuse_ent *v;
 	size_t cap, n;			/* cap: power of two */
+	/* Orphans of this transaction whose ORPHAN_ITEM waits for the
+	 * commit (orphans_flush); an entry may be stale or repeated. */
+	struct inuse_pend {
+		uint64_t subvol, ino;
+	} *pend;
+	size_t npend, pcap;
 };
 
 static size_t inuse_hash(const struct ubt_inuse *u, uint64_t subvol, uint64_t ino)
@@ -146,6 +153,7 @@ int ubtrfs_ref(ubtrfs_fs *f, ubtrfs_ino id)
 		e->ino = id.ino;
 		e->count = 0;
 		e->orphan = false;
+		e->item = false;
 		u->n++;
 	}
 	if (!ret)
@@ -156,28 +164,73 @@ int ubtrfs_ref(ubtrfs_fs *f, ubtrfs_ino id)
 
 /* The namespace writer's question, asked with the handle lock held: is
  * this inode, about to lose its last name, still in use?  Then it becomes
- * an orphan (deleted at its last ubtrfs_forget). */
-static bool inuse_keep(void *ctx, uint64_t subvol, uint64_t ino)
+ * an orphan (deleted at its last ubtrfs_forget).  Its ORPHAN_ITEM waits
+ * for the commit: an orphan the kernel forgets in the same transaction -
+ * every file of an rm -rf - never needs one. */
+static int inuse_keep(void *ctx, uint64_t subvol, uint64_t ino)
 {
 	struct ubt_inuse *u = ctx;
-	bool keep = false;
+	int mode = UBT_NS_DELETE;
 
 	pthread_mutex_lock(&u->mu);
 	struct inuse_ent *e = u->cap ? inuse_find(u, subvol, ino) : NULL;
 	if (e && e->count) {
 		e->orphan = true;
-		keep = true;
+		mode = UBT_NS_KEEP_LATER;
+		if (!e->item && u->npend == u->pcap) {
+			size_t cap = u->pcap ? 2 * u->pcap : 64;
+			struct inuse_pend *v = realloc(u->pend, cap * sizeof(*v));
+			if (v) {
+				u->pend = v;
+				u->pcap = cap;
+			}
+		}
+		if (!e->item && u->npend < u->pcap)
+			u->pend[u->npend++] = (struct inuse_pend){ subvol, ino };
+		else if (!e->item)
+			mode = UBT_NS_KEEP;	/* no memory to remember it: now */
 	}
 	pthread_mutex_unlock(&u->mu);
-	return keep;
+	return mode;
 }
 
-static int orphan_free(ubtrfs_fs *f, uint64_t subvol, uint64_t ino, bool scan);
+/* Before a commit, with the handle lock held: the ORPHAN_ITEM of every
+ * orphan of this transaction still in use (the kernel's state of an open
+ * unlinked file).  Holding the table's mutex throughout, a FORGET cannot
+ * take an entry away between its check and its item. */
+static int orphans_flush(ubtrfs_fs *f, struct ubt_trans *t)
+{
+	struct ubt_inuse *u = f->inuse;
+	int ret = 0;
+
+	if (!u || t->w->aborted)
+		return 0;
+	pthread_mutex_lock(&u->mu);
+	for (size_t i = 0; i < u->npend && !ret; i++) {
+		struct inuse_ent *e = u->cap ? inuse_find(u, u->pend[i].subvol, u->pend[i].ino) :
+					       NULL;
+		if (!e || !e->orphan || e->item)
+			continue;
+		/* 0: it kept a link (its unlink failed after the question). */
+		ret = ubt_ns_orphan_add(f->ns, t, e->subvol, e->ino);
+		if (ret == 1)
+			e->item = true;
+		if (ret < 0)
+			ubt_log(UBT_LOG_ERROR, "cannot write the ORPHAN_ITEM of inode %llu: %s",
+				(unsigned long long)e->ino, ubt_strerror(ret));
+		ret = ret < 0 ? ret : 0;
+	}
+	u->npend = 0;
+	pthread_mutex_unlock(&u->mu);
+	return ret;
+}
+
+static int orphan_free(ubtrfs_fs *f, uint64_t subvol, uint64_t ino, bool scan, bool item);
 
 int ubtrfs_forget(ubtrfs_fs *f, ubtrfs_ino id, uint64_t n)
 {
 	struct ubt_inuse *u = f->inuse;
-	bool orphan = false;
+	bool orphan = false, item = false;
 
 	if (!u || id.ino == 0)
 		return 0;
@@ -187,20 +240,23 @@ int ubtrfs_forget(ubtrfs_fs *f, ubtrfs_ino id, uint64_t n)
 		e->count = e->count > n ? e->count - n : 0;
 		if (e->count == 0) {
 			orphan = e->orphan;
+			item = e->item;
 			inuse_remove(u, e);
 		}
 	}
 	pthread_mutex_unlock(&u->mu);
-	return orphan ? orphan_free(f, id.subvol, id.ino, false) : 0;
+	return orphan ? orphan_free(f, id.subvol, id.ino, false, item) : 0;
 }
 
 /*
- * Free orphan `ino`: its data, its items, its ORPHAN_ITEM.  Only inodes
- * without links go; with `scan` (an ORPHAN_ITEM found at open) an inode
- * with links loses just the item (the kernel's orphan for a truncate in
- * progress; the truncate itself is complete in every commit we write).
+ * Free orphan `ino`: its data, its items, with `item` its ORPHAN_ITEM (an
+ * orphan of the running transaction has none yet).  Only inodes without
+ * links go; with `scan` (an ORPHAN_ITEM found at open) an inode with links
+ * loses just the item (the kernel's orphan for a truncate in progress; the
+ * truncate itself is complete in every commit we write).  An orphan that
+ * cannot be freed gets its item now, so that no commit holds it without.
  */
-static int orphan_free(ubtrfs_fs *f, uint64_t subvol, uint64_t ino, bool scan)
+static int orphan_free(ubtrfs_fs *f, uint64_t subvol, uint64_t ino, bool scan, bool item)
 {
 	struct ubtrfs_stat st;
 	ubtrfs_ino id = { subvol, ino };
@@ -221,9 +277,13 @@ static int orphan_free(ubtrfs_fs *f, uint64_t subvol, uint64_t ino, bool scan)
 		    !ubt_ns_drops_data(f->fs, st.blocks << 9))
 			ret = truncate_steps(&op, subvol, ino, 0, NULL);
 		if (!ret)
-			ret = ubt_ns_orphan_delete(f->ns, op.t, subvol, ino);
+			ret = ubt_ns_orphan_delete(f->ns, op.t, subvol, ino, item);
 		ret = op_end_retry(&op, ret, &pass);
 	} while (ret == OP_RETRY);
+	if (ret && !item && op_begin(f, &op) == 0) {
+		int r = ubt_ns_orphan_add(f->ns, op.t, subvol, ino);
+		op_end(&op, r < 0 ? r : 0);
+	}
 	return ret;
 }
 
@@ -236,7 +296,7 @@ struct scan_ctx {
 static int scan_one(void *ctx, uint64_t ino)
 {
 	struct scan_ctx *c = ctx;
-	int ret = orphan_free(c->f, c->subvol, ino, true);
+	int ret = orphan_free(c->f, c->subvol, ino, true, true);
 
 	if (ret == 0)
 		c->freed++;
@@ -326,9 +386,15 @@ static int commit_locked(ubtrfs_fs *f)
 	if (!f->trans)
 		return f->fs->wr && f->fs->wr->aborted ? -EROFS : 0;
 	struct ubt_trans *t = f->trans;
+	int ret = orphans_flush(f, t);
+	if (ret && !t->w->aborted) {
+		/* Committing an orphan without its item would leak it. */
+		t->w->aborted = true;
+		t->w->abort_err = ret;
+	}
 	f->trans = NULL;	/* committed, or aborted and gone */
 	f->nops = 0;
-	int ret = ubt_trans_commit_prepare(t);
+	ret = ubt_trans_commit_prepare(t);
 	if (ret)
 		return ret > 0 ? 0 : ret;
 	ubt_api_will_block(f);
@@ -352,7 +418,7 @@ static void inuse_close(ubtrfs_fs *f)
 		return;
 	for (size_t i = 0; i < u->cap; i++) {
 		if (u->v[i].ino && u->v[i].orphan) {
-			int ret = orphan_free(f, u->v[i].subvol, u->v[i].ino, false);
+			int ret = orphan_free(f, u->v[i].subvol, u->v[i].ino, false, u->v[i].item);
 			if (ret && ret != -EROFS)
 				ubt_log(UBT_LOG_ERROR, "cannot free orphan inode %llu: %s",
 					(unsigned long long)u->v[i].ino, ubt_strerror(ret));
@@ -360,6 +426,7 @@ static void inuse_close(ubtrfs_fs *f)
 	}
 	pthread_mutex_destroy(&u->mu);
 	free(u->v);
+	free(u->pend);
 	free(u);
 	f->inuse = NULL;
 }

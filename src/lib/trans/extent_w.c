@@ -31,6 +31,56 @@
 
 /* ---- queueing ------------------------------------------------------------ */
 
+/* The queue is indexed by bytenr: looking an extent's changes up
+ * (ubt_extent_info, for every block a transaction COWs first) must not walk
+ * a queue that holds one entry per data extent an rm -rf freed. */
+static size_t ref_bucket(uint64_t bytenr, size_t nbuckets)
+{
+	return (size_t)((bytenr * 0x9e3779b97f4a7c15ull) >> 32) & (nbuckets - 1);
+}
+
+static void ref_link(struct ubt_trans *t, size_t i)
+{
+	size_t b = ref_bucket(t->refs[i].bytenr, t->ref_nbuckets);
+
+	t->ref_next[i] = t->ref_head[b];
+	t->ref_head[b] = i + 1;
+}
+
+/* Index refs[0..n) in `nbuckets` buckets. */
+static int ref_reindex(struct ubt_trans *t, size_t n, size_t nbuckets)
+{
+	size_t *head = calloc(nbuckets, sizeof(*head));
+
+	if (!head)
+		return -ENOMEM;
+	free(t->ref_head);
+	t->ref_head = head;
+	t->ref_nbuckets = nbuckets;
+	for (size_t i = 0; i < n; i++)
+		ref_link(t, i);
+	return 0;
+}
+
+size_t ubt_dref_first(const struct ubt_trans *t, uint64_t bytenr)
+{
+	if (!t->ref_nbuckets)
+		return 0;
+	size_t i = t->ref_head[ref_bucket(bytenr, t->ref_nbuckets)];
+	while (i && t->refs[i - 1].bytenr != bytenr)
+		i = t->ref_next[i - 1];
+	return i;
+}
+
+size_t ubt_dref_next(const struct ubt_trans *t, size_t i)
+{
+	uint64_t bytenr = t->refs[i - 1].bytenr;
+
+	for (i = t->ref_next[i - 1]; i && t->refs[i - 1].bytenr != bytenr;)
+		i = t->ref_next[i - 1];
+	return i;
+}
+
 static int push(struct ubt_trans *t, const struct ubt_dref *r)
 {
 	if (t->nrefs == t->refs_cap) {
@@ -39,11 +89,24 @@ static int push(struct ubt_trans *t, const struct ubt_dref *r)
 		if (!v)
 			return -ENOMEM;
 		t->refs = v;
+		size_t *nx = realloc(t->ref_next, cap * sizeof(*nx));
+		if (!nx)
+			return -ENOMEM;
+		t->ref_next = nx;
 		t->refs_cap = cap;
+	}
+	size_t i = t->nrefs;
+	t->refs[i] = *r;
+	if (2 * (i + 1) > t->ref_nbuckets) {
+		int ret = ref_reindex(t, i + 1, t->ref_nbuckets ? 2 * t->ref_nbuckets : 512);
+		if (ret)
+			return ret;
+	} else {
+		ref_link(t, i);
 	}
 	if (t->grow.valid && r->bytenr == t->grow.bytenr)
 		t->grow.valid = false;	/* no longer the one reference */
-	t->refs[t->nrefs++] = *r;
+	t->nrefs = i + 1;
 	return 0;
 }
 
@@ -308,11 +371,9 @@ int ubt_extent_info(struct ubt_trans *t, uint64_t bytenr, uint64_t *refs, uint64
 		r = (int64_t)x.refs;
 		f = x.flags;
 	}
-	for (size_t i = 0; i < t->nrefs; i++) {
-		if (t->refs[i].bytenr != bytenr)
-			continue;
-		r += t->refs[i].delta;
-		f |= t->refs[i].set_flags;
+	for (size_t i = ubt_dref_first(t, bytenr); i; i = ubt_dref_next(t, i)) {
+		r += t->refs[i - 1].delta;
+		f |= t->refs[i - 1].set_flags;
 	}
 	if (r <= 0)
 		return UBT_CORRUPT(bytenr, "extent %llu has no references",
@@ -668,6 +729,10 @@ int ubt_run_drefs(struct ubt_trans *t)
 		size_t n = t->nrefs;
 		t->refs = NULL;
 		t->nrefs = t->refs_cap = 0;
+		free(t->ref_head);
+		free(t->ref_next);
+		t->ref_head = t->ref_next = NULL;
+		t->ref_nbuckets = 0;
 		qsort(batch, n, sizeof(*batch), cmp_dref);
 		ret = 0;
 		for (size_t i = 0; i < n && !ret;) {

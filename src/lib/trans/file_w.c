@@ -457,10 +457,8 @@ static int extent_private(struct fw *w, uint64_t bytenr, uint64_t num_bytes, uin
 	struct ubt_fs *fs = w->fs;
 	bool queued = false;
 
-	for (size_t i = 0; i < t->nrefs; i++) {
-		if (t->refs[i].bytenr != bytenr)
-			continue;
-		if (!ours(w, &t->refs[i], offset))
+	for (size_t i = ubt_dref_first(t, bytenr); i; i = ubt_dref_next(t, i)) {
+		if (!ours(w, &t->refs[i - 1], offset))
 			return 0;
 		queued = true;
 	}

@@ -64,7 +64,7 @@ struct ubt_ns {
 	struct idx_slot *idx;
 	size_t nidx;
 	/* Is an inode losing its last name still in use (open)? */
-	bool (*keep)(void *ctx, uint64_t subvol, uint64_t ino);
+	int (*keep)(void *ctx, uint64_t subvol, uint64_t ino);
 	void *keep_ctx;
 };
 
@@ -109,16 +109,22 @@ void ubt_ns_free(struct ubt_ns *ns)
 	free(ns);
 }
 
-void ubt_ns_set_keep(struct ubt_ns *ns, bool (*keep)(void *ctx, uint64_t subvol, uint64_t ino),
+void ubt_ns_set_keep(struct ubt_ns *ns, int (*keep)(void *ctx, uint64_t subvol, uint64_t ino),
 		     void *ctx)
 {
 	ns->keep = keep;
 	ns->keep_ctx = ctx;
 }
 
+/* UBT_NS_DELETE, UBT_NS_KEEP or UBT_NS_KEEP_LATER. */
+static int keep_mode(struct nsop *o, uint64_t ino)
+{
+	return o->ns->keep ? o->ns->keep(o->ns->keep_ctx, o->subvol, ino) : UBT_NS_DELETE;
+}
+
 static bool kept(struct nsop *o, uint64_t ino)
 {
-	return o->ns->keep && o->ns->keep(o->ns->keep_ctx, o->subvol, ino);
+	return keep_mode(o, ino) != UBT_NS_DELETE;
 }
 
 static uint32_t max_item_size(const struct ubt_fs *fs)
@@ -1187,7 +1193,30 @@ static int orphan_add(struct nsop *o, uint64_t ino)
 	return ret == -EEXIST ? 0 : ret;
 }
 
-int ubt_ns_orphan_delete(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint64_t ino)
+int ubt_ns_orphan_add(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint64_t ino)
+{
+	struct btrfs_inode_item ii;
+	struct nsop o;
+	int ret = op_begin(&o, ns, t, subvol, (struct ubt_ns_time){ 0, 0 });
+
+	if (!ret)
+		ret = read_inode(&o, ino, &ii);
+	if (ret == -ENOENT)
+		return 0;	/* deleted since */
+	if (ret || btrfs_inode_nlink(&ii) != 0)
+		return ret;
+	o.keep_root_time = true;
+	ret = op_reserve(&o, true);
+	if (!ret)
+		ret = orphan_add(&o, ino);
+	if (ret)
+		return op_end(&o, ret);
+	touch_root(&o);
+	return 1;
+}
+
+int ubt_ns_orphan_delete(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint64_t ino,
+			 bool item)
 {
 	struct btrfs_key key = { BTRFS_ORPHAN_OBJECTID, BTRFS_ORPHAN_ITEM_KEY, ino };
 	struct btrfs_inode_item ii;
@@ -1213,7 +1242,7 @@ int ubt_ns_orphan_delete(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol
 		return ret;
 	if (!gone && btrfs_inode_nlink(&ii) == 0)
 		ret = delete_inode(&o, ino, &ii);
-	if (!ret) {
+	if (!ret && item) {
 		ret = ubt_delete_key(o.t, o.root, &key);
 		if (ret == -ENOENT)
 			ret = 0;
@@ -1276,14 +1305,15 @@ static int remove_name(struct nsop *o, uint64_t dir, const char *name, size_t le
 		return ret;
 	uint32_t nlink = btrfs_inode_nlink(ii);
 	bool last = S_ISDIR(btrfs_inode_mode(ii)) || nlink <= 1;
-	if (last && !kept(o, ino))
+	int mode = last ? keep_mode(o, ino) : UBT_NS_DELETE;
+	if (last && mode == UBT_NS_DELETE)
 		return delete_inode(o, ino, ii);
 	if (last) {
 		/* Still open: an orphan until its last user goes. */
 		btrfs_set_inode_nlink(ii, 0);
 		touch(o, ii, seq_inode, false);
 		ret = write_inode(o, ino, ii);
-		if (!ret)
+		if (!ret && mode == UBT_NS_KEEP)
 			ret = orphan_add(o, ino);
 		return ret;
 	}

@@ -44,7 +44,9 @@
  * in use: then it stays with nlink 0 and an ORPHAN_ITEM (ORPHAN_OBJECTID,
  * ORPHAN_ITEM, ino) in its subvolume, as the kernel leaves an unlinked open
  * file, until ubt_ns_orphan_delete (after its last use, or at the next
- * read-write open after a crash).
+ * read-write open after a crash).  The callback may take the item upon
+ * itself (UBT_NS_KEEP_LATER): then no commit may happen before it has
+ * called ubt_ns_orphan_add or deleted the orphan.
  *
  * Atomicity: every check runs, and the metadata reservation is made, before
  * the first change; a failure after that (I/O, ENOMEM, a metadata ENOSPC the
@@ -129,13 +131,25 @@ int ubt_ns_rename(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint6
 		  const char *oldname, size_t oldlen, uint64_t newdir, const char *newname,
 		  size_t newlen, struct ubt_ns_time now);
 
-/* The caller's "still in use" test for inodes losing their last name. */
-void ubt_ns_set_keep(struct ubt_ns *ns, bool (*keep)(void *ctx, uint64_t subvol, uint64_t ino),
+/* The caller's "still in use" test for inodes losing their last name:
+ * UBT_NS_DELETE (not in use: delete it now), UBT_NS_KEEP (an orphan; the
+ * ORPHAN_ITEM is inserted now) or UBT_NS_KEEP_LATER (an orphan whose
+ * ORPHAN_ITEM the caller inserts with ubt_ns_orphan_add before the
+ * transaction commits, unless it deletes the orphan first: an rm -rf
+ * then writes no item at all).  The test may be asked more than once
+ * for one inode and operation. */
+enum { UBT_NS_DELETE, UBT_NS_KEEP, UBT_NS_KEEP_LATER };
+void ubt_ns_set_keep(struct ubt_ns *ns, int (*keep)(void *ctx, uint64_t subvol, uint64_t ino),
 		     void *ctx);
-/* Delete orphan `ino` (nlink 0; its data extents already dropped, else
- * -EOPNOTSUPP) and its ORPHAN_ITEM; an inode with links keeps itself and
- * loses only the item. */
-int ubt_ns_orphan_delete(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint64_t ino);
+/* Insert the ORPHAN_ITEM of `ino` if it is an orphan (nlink 0): 1 when
+ * the item is there, 0 when the inode has links or is gone.  Reserves as a
+ * deletion does (the global reserve may serve). */
+int ubt_ns_orphan_add(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint64_t ino);
+/* Delete orphan `ino` (nlink 0; more data than ubt_ns_drops_data allows
+ * must be dropped first, else -EOPNOTSUPP) and, with `item`, its
+ * ORPHAN_ITEM; an inode with links keeps itself and loses only the item. */
+int ubt_ns_orphan_delete(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint64_t ino,
+			 bool item);
 /* Calls fn for the inode of every ORPHAN_ITEM of the subvolume (read side;
  * fn may change the tree). */
 int ubt_ns_orphans(struct ubt_fs *fs, uint64_t subvol, int (*fn)(void *ctx, uint64_t ino),

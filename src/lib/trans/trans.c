@@ -538,6 +538,8 @@ static void trans_free(struct ubt_trans *t)
 		ubt_eb_put(&fs->tree, t->dirty[i]);
 	free(t->dirty);
 	free(t->refs);
+	free(t->ref_head);
+	free(t->ref_next);
 	free(t->saved_subvols);
 	t->w->running = NULL;
 	free(t);

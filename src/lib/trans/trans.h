@@ -126,6 +126,10 @@ struct ubt_trans {
 	size_t ndirty, dirty_cap;
 	struct ubt_dref *refs;
 	size_t nrefs, refs_cap;
+	/* refs indexed by bytenr (extent_w.c): ref_head[bucket] and
+	 * ref_next[i] hold an index + 1 (0 ends a chain); ref_nbuckets is 0
+	 * or a power of two above twice nrefs. */
+	size_t *ref_head, *ref_next, ref_nbuckets;
 	bool committing;		/* commit work uses every reserve */
 	struct btrfs_super_block new_super;	/* written by the commit */
 	bool allocating_chunk;		/* inside ubt_alloc_chunk */
@@ -305,6 +309,11 @@ int ubt_dref_add(struct ubt_trans *t, uint64_t bytenr, uint64_t root, int delta,
 		 const struct btrfs_key *first_key);
 /* Queue any reference or flag change. */
 int ubt_dref_queue(struct ubt_trans *t, const struct ubt_dref *r);
+/* The queued changes of one extent: for (size_t i = ubt_dref_first(t, b);
+ * i; i = ubt_dref_next(t, i)) visits t->refs[i - 1] for every queued
+ * change with bytenr b, in no particular order. */
+size_t ubt_dref_first(const struct ubt_trans *t, uint64_t bytenr);
+size_t ubt_dref_next(const struct ubt_trans *t, size_t i);
 /* An extent's reference count and flags, with the queued changes. */
 int ubt_extent_info(struct ubt_trans *t, uint64_t bytenr, uint64_t *refs, uint64_t *flags);
 /* Apply queued changes to the extent tree (loops: its own COW queues more). */
