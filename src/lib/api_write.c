@@ -60,6 +60,8 @@ struct inuse_ent {
 	uint64_t count;
 	bool orphan;			/* lost its last name while in use */
 	bool item;			/* its ORPHAN_ITEM is in the tree */
+	bool maybe;			/* ... or may be (inserted by the unlink) */
+	bool later;			/* ... or waits for the commit */
 };
 
 struct ubt_inuse {
@@ -67,11 +69,14 @@ struct ubt_inuse {
 	struct inuse_ent *v;
 	size_t cap, n;			/* cap: power of two */
 	/* Orphans of this transaction whose ORPHAN_ITEM waits for the
-	 * commit (orphans_flush); an entry may be stale or repeated. */
+	 * commit (orphans_flush); an entry may be stale.  nlater of them are
+	 * still in use: the transaction holds room for their items
+	 * (ubt_meta_owe). */
 	struct inuse_pend {
 		uint64_t subvol, ino;
 	} *pend;
-	size_t npend, pcap;
+	size_t npend, pcap, nlater;
+	ubtrfs_fs *f;
 };
 
 static size_t inuse_hash(const struct ubt_inuse *u, uint64_t subvol, uint64_t ino)
@@ -153,7 +158,7 @@ int ubtrfs_ref(ubtrfs_fs *f, ubtrfs_ino id)
 		e->ino = id.ino;
 		e->count = 0;
 		e->orphan = false;
-		e->item = false;
+		e->item = e->maybe = e->later = false;
 		u->n++;
 	}
 	if (!ret)
@@ -167,28 +172,40 @@ int ubtrfs_ref(ubtrfs_fs *f, ubtrfs_ino id)
  * an orphan (deleted at its last ubtrfs_forget).  Its ORPHAN_ITEM waits
  * for the commit: an orphan the kernel forgets in the same transaction -
  * every file of an rm -rf - never needs one. */
-static int inuse_keep(void *ctx, uint64_t subvol, uint64_t ino)
+static int inuse_keep(void *ctx, uint64_t subvol, uint64_t ino, bool decide)
 {
 	struct ubt_inuse *u = ctx;
 	int mode = UBT_NS_DELETE;
 
 	pthread_mutex_lock(&u->mu);
 	struct inuse_ent *e = u->cap ? inuse_find(u, subvol, ino) : NULL;
-	if (e && e->count) {
+	if (e && e->count && !decide) {
+		mode = UBT_NS_KEEP;	/* the question only */
+	} else if (e && e->count) {
 		e->orphan = true;
-		mode = UBT_NS_KEEP_LATER;
-		if (!e->item && u->npend == u->pcap) {
-			size_t cap = u->pcap ? 2 * u->pcap : 64;
-			struct inuse_pend *v = realloc(u->pend, cap * sizeof(*v));
-			if (v) {
-				u->pend = v;
-				u->pcap = cap;
+		mode = UBT_NS_KEEP;
+		if (e->item || e->later) {
+			mode = UBT_NS_KEEP_LATER;	/* there, or already promised */
+		} else {
+			if (u->npend == u->pcap) {
+				size_t cap = u->pcap ? 2 * u->pcap : 64;
+				struct inuse_pend *v = realloc(u->pend, cap * sizeof(*v));
+				if (v) {
+					u->pend = v;
+					u->pcap = cap;
+				}
+			}
+			/* Later only with the room for it held (else, on a
+			 * nearly full filesystem, the unlink inserts it). */
+			if (u->npend < u->pcap && ubt_meta_owe(u->f->trans, u->nlater + 1)) {
+				u->pend[u->npend++] = (struct inuse_pend){ subvol, ino };
+				u->nlater++;
+				e->later = true;
+				mode = UBT_NS_KEEP_LATER;
 			}
 		}
-		if (!e->item && u->npend < u->pcap)
-			u->pend[u->npend++] = (struct inuse_pend){ subvol, ino };
-		else if (!e->item)
-			mode = UBT_NS_KEEP;	/* no memory to remember it: now */
+		if (mode == UBT_NS_KEEP)
+			e->maybe = true;
 	}
 	pthread_mutex_unlock(&u->mu);
 	return mode;
@@ -206,11 +223,13 @@ static int orphans_flush(ubtrfs_fs *f, struct ubt_trans *t)
 	if (!u || t->w->aborted)
 		return 0;
 	pthread_mutex_lock(&u->mu);
+	ubt_meta_owed_begin(t);		/* the room promised for these */
 	for (size_t i = 0; i < u->npend && !ret; i++) {
 		struct inuse_ent *e = u->cap ? inuse_find(u, u->pend[i].subvol, u->pend[i].ino) :
 					       NULL;
-		if (!e || !e->orphan || e->item)
+		if (!e || !e->later)
 			continue;
+		e->later = false;
 		/* 0: it kept a link (its unlink failed after the question). */
 		ret = ubt_ns_orphan_add(f->ns, t, e->subvol, e->ino);
 		if (ret == 1)
@@ -220,12 +239,14 @@ static int orphans_flush(ubtrfs_fs *f, struct ubt_trans *t)
 				(unsigned long long)e->ino, ubt_strerror(ret));
 		ret = ret < 0 ? ret : 0;
 	}
+	ubt_meta_owed_end(t);
 	u->npend = 0;
+	u->nlater = 0;
 	pthread_mutex_unlock(&u->mu);
 	return ret;
 }
 
-static int orphan_free(ubtrfs_fs *f, uint64_t subvol, uint64_t ino, bool scan, bool item);
+static int orphan_free(ubtrfs_fs *f, uint64_t subvol, uint64_t ino, bool item);
 
 int ubtrfs_forget(ubtrfs_fs *f, ubtrfs_ino id, uint64_t n)
 {
@@ -240,26 +261,27 @@ int ubtrfs_forget(ubtrfs_fs *f, ubtrfs_ino id, uint64_t n)
 		e->count = e->count > n ? e->count - n : 0;
 		if (e->count == 0) {
 			orphan = e->orphan;
-			item = e->item;
+			item = e->item || e->maybe;
+			if (e->later)
+				u->nlater--;	/* its promise is taken back below */
 			inuse_remove(u, e);
 		}
 	}
 	pthread_mutex_unlock(&u->mu);
-	return orphan ? orphan_free(f, id.subvol, id.ino, false, item) : 0;
+	return orphan ? orphan_free(f, id.subvol, id.ino, item) : 0;
 }
 
 /*
  * Free orphan `ino`: its data, its items, with `item` its ORPHAN_ITEM (an
  * orphan of the running transaction has none yet).  Only inodes without
- * links go; with `scan` (an ORPHAN_ITEM found at open) an inode with links
- * loses just the item (the kernel's orphan for a truncate in progress; the
- * truncate itself is complete in every commit we write).  An orphan that
- * cannot be freed gets its item now, so that no commit holds it without.
+ * links go; with `item` (always so for an ORPHAN_ITEM found at open) an
+ * inode with links loses just the item (the kernel's orphan for a truncate
+ * in progress; the truncate itself is complete in every commit we write).
+ * An orphan that cannot be freed gets its item now, so that no commit
+ * holds it without.
  */
-static int orphan_free(ubtrfs_fs *f, uint64_t subvol, uint64_t ino, bool scan, bool item)
+static int orphan_free(ubtrfs_fs *f, uint64_t subvol, uint64_t ino, bool item)
 {
-	struct ubtrfs_stat st;
-	ubtrfs_ino id = { subvol, ino };
 	struct op op;
 	int ret, pass = 0;
 
@@ -267,17 +289,20 @@ static int orphan_free(ubtrfs_fs *f, uint64_t subvol, uint64_t ino, bool scan, b
 		ret = op_begin(f, &op);
 		if (ret)
 			return ret;
-		ret = ubt_api_stat(f, id, &st);
-		if (ret == -ENOENT && scan)
-			ret = 0, st.nlink = 0, st.mode = 0, st.size = 0, st.blocks = 0;
-		if (ret || (st.nlink && !scan))
-			return op_end(&op, ret);
+		if (f->inuse) {
+			/* Promised room for the items still to come only. */
+			pthread_mutex_lock(&f->inuse->mu);
+			size_t n = f->inuse->nlater;
+			pthread_mutex_unlock(&f->inuse->mu);
+			ubt_meta_owe(op.t, n);
+		}
 		/* Small data goes with the inode's items; more in steps first. */
-		if (st.nlink == 0 && S_ISREG(st.mode) && (st.size || st.blocks) &&
-		    !ubt_ns_drops_data(f->fs, st.blocks << 9))
+		ret = ubt_ns_orphan_delete(f->ns, op.t, subvol, ino, item);
+		if (ret == -EOPNOTSUPP) {
 			ret = truncate_steps(&op, subvol, ino, 0, NULL);
-		if (!ret)
-			ret = ubt_ns_orphan_delete(f->ns, op.t, subvol, ino, item);
+			if (!ret)
+				ret = ubt_ns_orphan_delete(f->ns, op.t, subvol, ino, item);
+		}
 		ret = op_end_retry(&op, ret, &pass);
 	} while (ret == OP_RETRY);
 	if (ret && !item && op_begin(f, &op) == 0) {
@@ -296,7 +321,7 @@ struct scan_ctx {
 static int scan_one(void *ctx, uint64_t ino)
 {
 	struct scan_ctx *c = ctx;
-	int ret = orphan_free(c->f, c->subvol, ino, true, true);
+	int ret = orphan_free(c->f, c->subvol, ino, true);
 
 	if (ret == 0)
 		c->freed++;
@@ -371,6 +396,8 @@ int ubt_api_write_init(ubtrfs_fs *f)
 			ret = -ENOMEM;
 		else
 			pthread_mutex_init(&f->inuse->mu, NULL);
+		if (f->inuse)
+			f->inuse->f = f;
 	}
 	if (!ret)
 		ubt_ns_set_keep(f->ns, inuse_keep, f->inuse);
@@ -418,7 +445,8 @@ static void inuse_close(ubtrfs_fs *f)
 		return;
 	for (size_t i = 0; i < u->cap; i++) {
 		if (u->v[i].ino && u->v[i].orphan) {
-			int ret = orphan_free(f, u->v[i].subvol, u->v[i].ino, false, u->v[i].item);
+			int ret = orphan_free(f, u->v[i].subvol, u->v[i].ino,
+					      u->v[i].item || u->v[i].maybe);
 			if (ret && ret != -EROFS)
 				ubt_log(UBT_LOG_ERROR, "cannot free orphan inode %llu: %s",
 					(unsigned long long)u->v[i].ino, ubt_strerror(ret));

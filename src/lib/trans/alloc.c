@@ -743,13 +743,49 @@ void ubt_op_scope(struct ubt_trans *t, bool on)
 	t->op_reserved = false;
 }
 
+/* n insertions of small items, made one after another in one scope: a
+ * scoped operation's room, and a split's worth (and its commit share) per
+ * item. */
+static uint64_t owed_blocks(size_t n)
+{
+	return n ? RESERVE_SCOPED_OP + 3 * (uint64_t)n : 0;
+}
+
+bool ubt_meta_owe(struct ubt_trans *t, size_t n)
+{
+	uint64_t ns = t->w->fs->nodesize, want = owed_blocks(n);
+
+	if (want > t->owed) {
+		/* And the next operation's room, a deletion's or an insertion's
+		 * with the global reserve: a promise must not be what fails it. */
+		uint64_t need = (want + RESERVE_GLOBAL + RESERVE_SCOPED_OP + RESERVE_COMMIT_BASE +
+				 RESERVE_COMMIT_PER_DIRTY * (uint64_t)t->ndirty +
+				 RESERVE_COMMIT_PER_REF * ubt_commit_ref_blocks(t)) * ns;
+		if (ubt_meta_free_bytes(t->w, false) < need)
+			return false;
+	}
+	t->owed = want;
+	return true;
+}
+
+void ubt_meta_owed_begin(struct ubt_trans *t)
+{
+	t->owed_work = true;
+}
+
+void ubt_meta_owed_end(struct ubt_trans *t)
+{
+	t->owed_work = false;
+	t->owed = 0;
+}
+
 int ubt_reserve_metadata(struct ubt_trans *t, bool deleting)
 {
 	struct ubt_wfs *w = t->w;
 	uint64_t ns = w->fs->nodesize;
 	uint64_t free_bytes, total = 0;
 
-	if (t->committing || t->allocating_chunk)
+	if (t->committing || t->allocating_chunk || t->owed_work)
 		return 0;	/* what the reserves were kept for */
 	/* Within a scoped operation past its first reserve: only the commit's
 	 * reserve is kept (the operation's own room and the global reserve
@@ -770,7 +806,7 @@ int ubt_reserve_metadata(struct ubt_trans *t, bool deleting)
 		op = RESERVE_SCOPED_OP;
 		global = RESERVE_GLOBAL;
 	}
-	uint64_t need = (op + RESERVE_COMMIT_BASE +
+	uint64_t need = (op + t->owed + RESERVE_COMMIT_BASE +
 			 RESERVE_COMMIT_PER_DIRTY * (uint64_t)t->ndirty +
 			 RESERVE_COMMIT_PER_REF * ubt_commit_ref_blocks(t)) * ns;
 	global *= ns;

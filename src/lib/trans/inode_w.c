@@ -64,7 +64,7 @@ struct ubt_ns {
 	struct idx_slot *idx;
 	size_t nidx;
 	/* Is an inode losing its last name still in use (open)? */
-	int (*keep)(void *ctx, uint64_t subvol, uint64_t ino);
+	int (*keep)(void *ctx, uint64_t subvol, uint64_t ino, bool decide);
 	void *keep_ctx;
 };
 
@@ -109,22 +109,24 @@ void ubt_ns_free(struct ubt_ns *ns)
 	free(ns);
 }
 
-void ubt_ns_set_keep(struct ubt_ns *ns, int (*keep)(void *ctx, uint64_t subvol, uint64_t ino),
-		     void *ctx)
+void ubt_ns_set_keep(struct ubt_ns *ns,
+		     int (*keep)(void *ctx, uint64_t subvol, uint64_t ino, bool decide), void *ctx)
 {
 	ns->keep = keep;
 	ns->keep_ctx = ctx;
 }
 
-/* UBT_NS_DELETE, UBT_NS_KEEP or UBT_NS_KEEP_LATER. */
+/* UBT_NS_DELETE, UBT_NS_KEEP or UBT_NS_KEEP_LATER: the decision, made
+ * after the operation's reserve. */
 static int keep_mode(struct nsop *o, uint64_t ino)
 {
-	return o->ns->keep ? o->ns->keep(o->ns->keep_ctx, o->subvol, ino) : UBT_NS_DELETE;
+	return o->ns->keep ? o->ns->keep(o->ns->keep_ctx, o->subvol, ino, true) : UBT_NS_DELETE;
 }
 
+/* The question, asked while checking. */
 static bool kept(struct nsop *o, uint64_t ino)
 {
-	return keep_mode(o, ino) != UBT_NS_DELETE;
+	return o->ns->keep && o->ns->keep(o->ns->keep_ctx, o->subvol, ino, false) != UBT_NS_DELETE;
 }
 
 static uint32_t max_item_size(const struct ubt_fs *fs)
@@ -1232,6 +1234,8 @@ int ubt_ns_orphan_delete(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol
 		gone = true;
 	else if (ret)
 		return ret;
+	if (!item && (gone || btrfs_inode_nlink(&ii) != 0))
+		return 0;	/* nothing to do */
 	if (!gone && btrfs_inode_nlink(&ii) == 0) {
 		ret = data_deletable(&o, ino, &ii);
 		if (ret)

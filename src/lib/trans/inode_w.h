@@ -136,11 +136,13 @@ int ubt_ns_rename(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint6
  * ORPHAN_ITEM is inserted now) or UBT_NS_KEEP_LATER (an orphan whose
  * ORPHAN_ITEM the caller inserts with ubt_ns_orphan_add before the
  * transaction commits, unless it deletes the orphan first: an rm -rf
- * then writes no item at all).  The test may be asked more than once
- * for one inode and operation. */
+ * then writes no item at all).  Asked first while checking (decide
+ * false: only whether it is kept matters, nothing may change), then once
+ * the operation holds its reserve (decide true), just before the name
+ * goes. */
 enum { UBT_NS_DELETE, UBT_NS_KEEP, UBT_NS_KEEP_LATER };
-void ubt_ns_set_keep(struct ubt_ns *ns, int (*keep)(void *ctx, uint64_t subvol, uint64_t ino),
-		     void *ctx);
+void ubt_ns_set_keep(struct ubt_ns *ns,
+		     int (*keep)(void *ctx, uint64_t subvol, uint64_t ino, bool decide), void *ctx);
 /* Insert the ORPHAN_ITEM of `ino` if it is an orphan (nlink 0): 1 when
  * the item is there, 0 when the inode has links or is gone.  Reserves as a
  * deletion does (the global reserve may serve). */

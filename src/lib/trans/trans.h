@@ -140,6 +140,11 @@ struct ubt_trans {
 	/* Inside one user-visible operation (ubt_op_scope): its first reserve
 	 * held back room for all of it (op_reserved). */
 	bool op_scope, op_reserved;
+	/* Blocks promised to work done just before the commit (ubt_meta_owe:
+	 * the API's deferred ORPHAN_ITEMs): every reserve keeps them free,
+	 * and that work itself (owed_work) checks nothing. */
+	uint64_t owed;
+	bool owed_work;
 	/* The data extent a file's last copy-on-write write created in this
 	 * transaction (file_w.c): a write continuing the file right after it
 	 * grows it in place instead of starting another extent.  Valid while
@@ -300,6 +305,16 @@ int ubt_rangeset_add(struct ubt_rangeset *s, uint64_t start, uint64_t len);
 int ubt_rangeset_remove(struct ubt_rangeset *s, uint64_t start, uint64_t len);
 bool ubt_rangeset_overlaps(const struct ubt_rangeset *s, uint64_t start, uint64_t len);
 void ubt_rangeset_free(struct ubt_rangeset *s);
+
+/* Promise room for `n` small item insertions before the commit (n = 0
+ * takes the promise back): true when the room is there beyond what the
+ * commit needs - from then on every reserve keeps it free - , false
+ * (nothing promised beyond the earlier promise) when it is not. */
+bool ubt_meta_owe(struct ubt_trans *t, size_t n);
+/* The promised work runs between these two (reserves check nothing);
+ * the promise ends with it. */
+void ubt_meta_owed_begin(struct ubt_trans *t);
+void ubt_meta_owed_end(struct ubt_trans *t);
 
 /* ---- extent references (extent_w.c) ------------------------------------ */
 
