@@ -62,6 +62,7 @@ struct inuse_ent {
 	bool item;			/* its ORPHAN_ITEM is in the tree */
 	bool maybe;			/* ... or may be (inserted by the unlink) */
 	bool later;			/* ... or waits for the commit */
+	bool closing;			/* freed at close (inuse_free_orphans) */
 };
 
 struct ubt_inuse {
@@ -158,7 +159,7 @@ int ubtrfs_ref(ubtrfs_fs *f, ubtrfs_ino id)
 		e->ino = id.ino;
 		e->count = 0;
 		e->orphan = false;
-		e->item = e->maybe = e->later = false;
+		e->item = e->maybe = e->later = e->closing = false;
 		u->n++;
 	}
 	if (!ret)
@@ -224,12 +225,14 @@ static int orphans_flush(ubtrfs_fs *f, struct ubt_trans *t)
 		return 0;
 	pthread_mutex_lock(&u->mu);
 	ubt_meta_owed_begin(t);		/* the room promised for these */
-	for (size_t i = 0; i < u->npend && !ret; i++) {
+	for (size_t i = 0; i < u->npend; i++) {
 		struct inuse_ent *e = u->cap ? inuse_find(u, u->pend[i].subvol, u->pend[i].ino) :
 					       NULL;
 		if (!e || !e->later)
 			continue;
 		e->later = false;
+		if (ret)
+			continue;	/* aborting: only the marks go */
 		/* 0: it kept a link (its unlink failed after the question). */
 		ret = ubt_ns_orphan_add(f->ns, t, e->subvol, e->ino);
 		if (ret == 1)
@@ -246,12 +249,12 @@ static int orphans_flush(ubtrfs_fs *f, struct ubt_trans *t)
 	return ret;
 }
 
-static int orphan_free(ubtrfs_fs *f, uint64_t subvol, uint64_t ino, bool item);
+static int orphan_free(ubtrfs_fs *f, uint64_t subvol, uint64_t ino, bool scan);
 
 int ubtrfs_forget(ubtrfs_fs *f, ubtrfs_ino id, uint64_t n)
 {
 	struct ubt_inuse *u = f->inuse;
-	bool orphan = false, item = false;
+	bool orphan = false;
 
 	if (!u || id.ino == 0)
 		return 0;
@@ -259,28 +262,64 @@ int ubtrfs_forget(ubtrfs_fs *f, ubtrfs_ino id, uint64_t n)
 	struct inuse_ent *e = u->cap ? inuse_find(u, id.subvol, id.ino) : NULL;
 	if (e) {
 		e->count = e->count > n ? e->count - n : 0;
-		if (e->count == 0) {
-			orphan = e->orphan;
-			item = e->item || e->maybe;
-			if (e->later)
-				u->nlater--;	/* its promise is taken back below */
+		/* An orphan stays in the table until it is gone: until then
+		 * a commit must still write its ORPHAN_ITEM (orphans_flush). */
+		if (e->count == 0 && e->orphan)
+			orphan = true;
+		else if (e->count == 0)
 			inuse_remove(u, e);
-		}
 	}
 	pthread_mutex_unlock(&u->mu);
-	return orphan ? orphan_free(f, id.subvol, id.ino, item) : 0;
+	return orphan ? orphan_free(f, id.subvol, id.ino, false) : 0;
+}
+
+/* With the handle lock held (no commit runs): is the orphan's ORPHAN_ITEM
+ * (perhaps) in the tree (1) or not (0), or is it in use again (-1)?  An
+ * orphan found at open (scan) has its item. */
+static int orphan_item(ubtrfs_fs *f, uint64_t subvol, uint64_t ino, bool scan)
+{
+	struct ubt_inuse *u = f->inuse;
+
+	if (scan || !u)
+		return 1;
+	pthread_mutex_lock(&u->mu);
+	struct inuse_ent *e = u->cap ? inuse_find(u, subvol, ino) : NULL;
+	int r = !e ? 1 : e->count ? -1 : (e->item || e->maybe);
+	pthread_mutex_unlock(&u->mu);
+	return r;
+}
+
+/* With the handle lock held, once the orphan is deleted in `t`: its table
+ * entry goes, and so does the room promised for its item. */
+static void orphan_gone(ubtrfs_fs *f, struct ubt_trans *t, uint64_t subvol, uint64_t ino)
+{
+	struct ubt_inuse *u = f->inuse;
+
+	if (!u)
+		return;
+	pthread_mutex_lock(&u->mu);
+	struct inuse_ent *e = u->cap ? inuse_find(u, subvol, ino) : NULL;
+	if (e && e->count == 0) {
+		if (e->later)
+			u->nlater--;
+		inuse_remove(u, e);
+	}
+	size_t n = u->nlater;
+	pthread_mutex_unlock(&u->mu);
+	ubt_meta_owe(t, n);
 }
 
 /*
- * Free orphan `ino`: its data, its items, with `item` its ORPHAN_ITEM (an
- * orphan of the running transaction has none yet).  Only inodes without
- * links go; with `item` (always so for an ORPHAN_ITEM found at open) an
- * inode with links loses just the item (the kernel's orphan for a truncate
- * in progress; the truncate itself is complete in every commit we write).
- * An orphan that cannot be freed gets its item now, so that no commit
- * holds it without.
+ * Free orphan `ino`: its data, its items, its ORPHAN_ITEM if one was
+ * written (an orphan of the running transaction may have none yet: the
+ * table says, asked again after anything that may have committed).  Only
+ * inodes without links go; an inode with links and an item (the kernel's
+ * orphan for a truncate in progress, found at open: `scan`) loses just
+ * the item - the truncate is complete in every commit we write.  Until it
+ * is gone the orphan stays in the table, so that a commit meanwhile (the
+ * commit timer, a truncate step on ENOSPC) writes its item.
  */
-static int orphan_free(ubtrfs_fs *f, uint64_t subvol, uint64_t ino, bool item)
+static int orphan_free(ubtrfs_fs *f, uint64_t subvol, uint64_t ino, bool scan)
 {
 	struct op op;
 	int ret, pass = 0;
@@ -289,26 +328,23 @@ static int orphan_free(ubtrfs_fs *f, uint64_t subvol, uint64_t ino, bool item)
 		ret = op_begin(f, &op);
 		if (ret)
 			return ret;
-		if (f->inuse) {
-			/* Promised room for the items still to come only. */
-			pthread_mutex_lock(&f->inuse->mu);
-			size_t n = f->inuse->nlater;
-			pthread_mutex_unlock(&f->inuse->mu);
-			ubt_meta_owe(op.t, n);
-		}
+		int item = orphan_item(f, subvol, ino, scan);
+		if (item < 0)
+			return op_end(&op, 0);	/* looked up again: in use */
 		/* Small data goes with the inode's items; more in steps first. */
 		ret = ubt_ns_orphan_delete(f->ns, op.t, subvol, ino, item);
 		if (ret == -EOPNOTSUPP) {
 			ret = truncate_steps(&op, subvol, ino, 0, NULL);
+			item = ret ? 0 : orphan_item(f, subvol, ino, scan);
+			if (item < 0)
+				return op_end(&op, 0);
 			if (!ret)
 				ret = ubt_ns_orphan_delete(f->ns, op.t, subvol, ino, item);
 		}
+		if (!ret)
+			orphan_gone(f, op.t, subvol, ino);
 		ret = op_end_retry(&op, ret, &pass);
 	} while (ret == OP_RETRY);
-	if (ret && !item && op_begin(f, &op) == 0) {
-		int r = ubt_ns_orphan_add(f->ns, op.t, subvol, ino);
-		op_end(&op, r < 0 ? r : 0);
-	}
 	return ret;
 }
 
@@ -436,22 +472,43 @@ static int commit_locked(ubtrfs_fs *f)
 	return ubt_trans_commit_finish(t, ret);
 }
 
-/* At close: every orphan still "in use" has no user left. */
-static void inuse_close(ubtrfs_fs *f)
+/* At close: every orphan still "in use" has no user left.  One at a time
+ * (freeing one takes its entry out of the table); one that cannot be
+ * freed stays, and the commit at close writes its item. */
+static void inuse_free_orphans(ubtrfs_fs *f)
 {
 	struct ubt_inuse *u = f->inuse;
 
 	if (!u)
 		return;
-	for (size_t i = 0; i < u->cap; i++) {
-		if (u->v[i].ino && u->v[i].orphan) {
-			int ret = orphan_free(f, u->v[i].subvol, u->v[i].ino,
-					      u->v[i].item || u->v[i].maybe);
-			if (ret && ret != -EROFS)
-				ubt_log(UBT_LOG_ERROR, "cannot free orphan inode %llu: %s",
-					(unsigned long long)u->v[i].ino, ubt_strerror(ret));
+	for (;;) {
+		uint64_t subvol = 0, ino = 0;
+		pthread_mutex_lock(&u->mu);
+		for (size_t i = 0; i < u->cap && !ino; i++) {
+			struct inuse_ent *e = &u->v[i];
+			if (e->ino && e->orphan && !e->closing) {
+				e->closing = true;
+				e->count = 0;
+				subvol = e->subvol;
+				ino = e->ino;
+			}
 		}
+		pthread_mutex_unlock(&u->mu);
+		if (!ino)
+			break;
+		int ret = orphan_free(f, subvol, ino, false);
+		if (ret && ret != -EROFS)
+			ubt_log(UBT_LOG_ERROR, "cannot free orphan inode %llu: %s",
+				(unsigned long long)ino, ubt_strerror(ret));
 	}
+}
+
+static void inuse_destroy(ubtrfs_fs *f)
+{
+	struct ubt_inuse *u = f->inuse;
+
+	if (!u)
+		return;
 	pthread_mutex_destroy(&u->mu);
 	free(u->v);
 	free(u->pend);
@@ -462,14 +519,15 @@ static void inuse_close(ubtrfs_fs *f)
 void ubt_api_write_close(ubtrfs_fs *f)
 {
 	if (!f->fs || !f->fs->wr) {
-		inuse_close(f);
+		inuse_destroy(f);
 		return;
 	}
-	inuse_close(f);
+	inuse_free_orphans(f);
 	ubt_api_wrlock(f);
 	int ret = commit_locked(f);
 	if (ret && ret != -EROFS)
 		ubt_log(UBT_LOG_ERROR, "commit at close failed: %s", ubt_strerror(ret));
+	inuse_destroy(f);
 	ubt_ns_free(f->ns);
 	f->ns = NULL;
 	ubt_wfs_destroy(f->fs);
@@ -609,8 +667,6 @@ static int op_stat(struct op *op, int ret, uint64_t subvol, uint64_t ino, struct
 	return ubt_api_stat(op->f, id, out);
 }
 
-/* Drop the data of a regular file about to lose its last name: the engine
- * refuses to delete an inode that still has data extents. */
 /*
  * Shrink a regular file to `size` in steps of at most TRUNCATE_STEP_ITEMS
  * extent items, each with its own reserve (one operation's room is bounded:

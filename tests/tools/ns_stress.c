@@ -39,9 +39,10 @@
  * and directories.  What only btrfs refuses (symlink longer than an inline
  * extent, xattr larger than a leaf item, INODE_REF full without extref) is
  * expected without asking a tmpfs reference; a kernel btrfs reference is
- * asked.  Removing an inode with data extents (made by the kernel in an
- * earlier round) is refused by the engine (EOPNOTSUPP) and then skipped on
- * the reference.
+ * asked.  Removing an inode with more than UBT_NS_DROP_SECTORS sectors of
+ * data (made by the kernel in an earlier round) is refused by the engine
+ * (EOPNOTSUPP: the API truncates such a file first) and then skipped on
+ * the reference; smaller ones go with their data.
  *
  * With a tmpfs reference a time change is only required one way (a change
  * there must be a change here): tmpfs takes a directory's new time from

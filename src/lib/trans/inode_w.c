@@ -697,7 +697,8 @@ static int note_drop(const struct ubt_iter *it, struct data_drop **v, size_t *n,
 /* Delete every item of an inode (its last link is gone), with one data
  * reference less for each EXTENT_DATA item that has one.  The caller
  * checked data_deletable: more than UBT_NS_DROP_SECTORS such items
- * under a small nbytes is a corrupt inode, refused before any change. */
+ * under a small nbytes is a corrupt inode, refused before any item goes
+ * (on the unlink path the name is gone already: the transaction aborts). */
 static int delete_inode(struct nsop *o, uint64_t ino, const struct btrfs_inode_item *ii)
 {
 	struct btrfs_key min = { ino, 0, 0 };
