@@ -274,8 +274,9 @@ int ubtrfs_forget(ubtrfs_fs *f, ubtrfs_ino id, uint64_t n)
 }
 
 /* With the handle lock held (no commit runs): is the orphan's ORPHAN_ITEM
- * (perhaps) in the tree (1) or not (0), or is it in use again (-1)?  An
- * orphan found at open (scan) has its item. */
+ * (perhaps) in the tree (1) or not (0), is it in use again (-1), or freed
+ * already (-2: a second free)?  An orphan found at open (scan) has its
+ * item. */
 static int orphan_item(ubtrfs_fs *f, uint64_t subvol, uint64_t ino, bool scan)
 {
 	struct ubt_inuse *u = f->inuse;
@@ -284,7 +285,7 @@ static int orphan_item(ubtrfs_fs *f, uint64_t subvol, uint64_t ino, bool scan)
 		return 1;
 	pthread_mutex_lock(&u->mu);
 	struct inuse_ent *e = u->cap ? inuse_find(u, subvol, ino) : NULL;
-	int r = !e ? 1 : e->count ? -1 : (e->item || e->maybe);
+	int r = !e ? -2 : e->count ? -1 : (e->item || e->maybe);
 	pthread_mutex_unlock(&u->mu);
 	return r;
 }
@@ -330,7 +331,7 @@ static int orphan_free(ubtrfs_fs *f, uint64_t subvol, uint64_t ino, bool scan)
 			return ret;
 		int item = orphan_item(f, subvol, ino, scan);
 		if (item < 0)
-			return op_end(&op, 0);	/* looked up again: in use */
+			return op_end(&op, 0);	/* in use again, or gone */
 		/* Small data goes with the inode's items; more in steps first. */
 		ret = ubt_ns_orphan_delete(f->ns, op.t, subvol, ino, item);
 		if (ret == -EOPNOTSUPP) {
@@ -629,7 +630,7 @@ static int op_end(struct op *op, int ret)
 		f->trans = NULL;
 		if (ret == 0)
 			ret = -EROFS;
-	} else if (ubt_op_scope(f->trans, false), ++f->nops, commit_due(f)) {
+	} else if (f->trans && (ubt_op_scope(f->trans, false), ++f->nops, commit_due(f))) {
 		int c = commit_locked(f);
 		if (c && ret == 0)
 			ret = c;
