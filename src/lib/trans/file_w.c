@@ -39,6 +39,10 @@ struct fw {
 	uint64_t ino;
 	struct btrfs_inode_item inode;
 	int64_t nbytes_delta;
+	/* The file has no EXTENT_DATA item (seen in the inode's leaf when it
+	 * was read, none inserted since): the searches for items are
+	 * skipped. */
+	bool empty;
 };
 
 static bool no_holes(const struct ubt_fs *fs)
@@ -60,6 +64,28 @@ static int read_inode(struct fw *w)
 		else
 			memcpy(&w->inode, ubt_eb_item_data(path.nodes[0], path.slots[0]),
 			       sizeof(w->inode));
+		/* The inode's other items follow in key order: when the leaf
+		 * shows where they end (or it is the tree's last leaf) and no
+		 * EXTENT_DATA is among them, the file has none. */
+		int i, n = (int)ubt_eb_nritems(path.nodes[0]);
+		w->empty = false;
+		for (i = path.slots[0] + 1; i < n; i++) {
+			struct btrfs_key k;
+			ubt_eb_item_key(path.nodes[0], i, &k);
+			if (k.objectid != w->ino || k.type > BTRFS_EXTENT_DATA_KEY) {
+				w->empty = true;
+				break;
+			}
+			if (k.type == BTRFS_EXTENT_DATA_KEY)
+				break;
+		}
+		if (i == n) {
+			bool last = true;
+			for (int l = 1; l < BTRFS_MAX_LEVEL && path.nodes[l]; l++)
+				if (path.slots[l] + 1 < (int)ubt_eb_nritems(path.nodes[l]))
+					last = false;
+			w->empty = last;
+		}
 	} else if (ret == 1) {
 		ret = -ENOENT;
 	}
@@ -122,6 +148,8 @@ static int insert_extent_item(struct fw *w, uint64_t off, const struct btrfs_fil
 {
 	struct btrfs_key key = { w->ino, BTRFS_EXTENT_DATA_KEY, off };
 	uint8_t *p;
+
+	w->empty = false;
 	int ret = ubt_insert_item(w->t, w->root, &key, sizeof(*fi), &p);
 
 	if (!ret)
@@ -242,6 +270,8 @@ static int drop_extents(struct fw *w, uint64_t start, uint64_t end)
 	struct btrfs_file_extent_item fi;
 	int ret;
 
+	if (w->empty)
+		return 0;
 	/* The one item that may begin before the range and reach into it. */
 	ret = item_le(w, start, &key, &fi);
 	if (ret < 0)
@@ -301,6 +331,8 @@ static int write_inline(struct fw *w, const uint8_t *data, size_t len)
 	size_t hdr = btrfs_file_extent_inline_start();
 	struct btrfs_key key = { w->ino, BTRFS_EXTENT_DATA_KEY, 0 };
 	uint8_t *p;
+
+	w->empty = false;
 	int ret = ubt_insert_item(w->t, w->root, &key, (uint32_t)(hdr + len), &p);
 
 	if (ret)
@@ -544,6 +576,10 @@ static int plan_write(struct fw *w, uint64_t a, uint64_t b, struct wplan *p)
 	struct btrfs_file_extent_item fi;
 
 	memset(p, 0, sizeof(*p));
+	if (w->empty) {
+		p->cow = b - a;		/* no item: all of it is new */
+		return 0;
+	}
 	for (uint64_t pos = a; pos < b;) {
 		int ret = item_le(w, pos, &key, &fi);
 		if (ret < 0)
@@ -897,6 +933,8 @@ static int has_inline(struct fw *w)
 	struct ubt_path path;
 	int ret;
 
+	if (w->empty)
+		return 0;
 	ubt_path_init(&path);
 	ret = ubt_search_slot(&w->fs->tree, &w->root->ref, &key, &path);
 	if (ret == 0) {
@@ -920,6 +958,8 @@ static int take_inline(struct fw *w, uint8_t **data, size_t *len)
 
 	*data = NULL;
 	*len = 0;
+	if (w->empty)
+		return 0;
 	ubt_path_init(&path);
 	ret = ubt_search_slot(&w->fs->tree, &w->root->ref, &key, &path);
 	if (ret == 1) {
@@ -1026,6 +1066,9 @@ static int items_beyond(struct fw *w, uint64_t pos)
 {
 	struct btrfs_key key;
 	struct btrfs_file_extent_item fi;
+
+	if (w->empty)
+		return 0;
 	int ret = item_ge(w, pos, &key, &fi);
 
 	if (ret <= 0)
