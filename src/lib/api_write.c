@@ -59,8 +59,8 @@ struct inuse_ent {
 	uint64_t subvol, ino;		/* ino 0: free slot */
 	uint64_t count;
 	bool orphan;			/* lost its last name while in use */
-	bool item;			/* its ORPHAN_ITEM is in the tree */
-	bool maybe;			/* ... or may be (inserted by the unlink) */
+	bool item;			/* its ORPHAN_ITEM is (or will be, by the
+					 * unlink deciding so) in the tree */
 	bool later;			/* ... or waits for the commit */
 	bool closing;			/* freed at close (inuse_free_orphans) */
 };
@@ -88,6 +88,8 @@ static size_t inuse_hash(const struct ubt_inuse *u, uint64_t subvol, uint64_t in
 
 static struct inuse_ent *inuse_find(struct ubt_inuse *u, uint64_t subvol, uint64_t ino)
 {
+	if (!u->cap)
+		return NULL;
 	for (size_t i = inuse_hash(u, subvol, ino);; i = (i + 1) & (u->cap - 1)) {
 		struct inuse_ent *e = &u->v[i];
 		if (e->ino == 0)
@@ -147,7 +149,7 @@ int ubtrfs_ref(ubtrfs_fs *f, ubtrfs_ino id)
 	if (!u || id.ino == 0)
 		return 0;
 	pthread_mutex_lock(&u->mu);
-	struct inuse_ent *e = u->cap ? inuse_find(u, id.subvol, id.ino) : NULL;
+	struct inuse_ent *e = inuse_find(u, id.subvol, id.ino);
 	if (!e && (u->n + 1) * 4 > u->cap * 3)
 		ret = inuse_grow(u);
 	if (!ret && !e) {
@@ -159,7 +161,7 @@ int ubtrfs_ref(ubtrfs_fs *f, ubtrfs_ino id)
 		e->ino = id.ino;
 		e->count = 0;
 		e->orphan = false;
-		e->item = e->maybe = e->later = e->closing = false;
+		e->item = e->later = e->closing = false;
 		u->n++;
 	}
 	if (!ret)
@@ -179,7 +181,7 @@ static int inuse_keep(void *ctx, uint64_t subvol, uint64_t ino, bool decide)
 	int mode = UBT_NS_DELETE;
 
 	pthread_mutex_lock(&u->mu);
-	struct inuse_ent *e = u->cap ? inuse_find(u, subvol, ino) : NULL;
+	struct inuse_ent *e = inuse_find(u, subvol, ino);
 	if (e && e->count && !decide) {
 		mode = UBT_NS_KEEP;	/* the question only */
 	} else if (e && e->count) {
@@ -206,7 +208,7 @@ static int inuse_keep(void *ctx, uint64_t subvol, uint64_t ino, bool decide)
 			}
 		}
 		if (mode == UBT_NS_KEEP)
-			e->maybe = true;
+			e->item = true;	/* the unlink inserts it now */
 	}
 	pthread_mutex_unlock(&u->mu);
 	return mode;
@@ -226,8 +228,7 @@ static int orphans_flush(ubtrfs_fs *f, struct ubt_trans *t)
 	pthread_mutex_lock(&u->mu);
 	ubt_meta_owed_begin(t);		/* the room promised for these */
 	for (size_t i = 0; i < u->npend; i++) {
-		struct inuse_ent *e = u->cap ? inuse_find(u, u->pend[i].subvol, u->pend[i].ino) :
-					       NULL;
+		struct inuse_ent *e = inuse_find(u, u->pend[i].subvol, u->pend[i].ino);
 		if (!e || !e->later)
 			continue;
 		e->later = false;
@@ -259,7 +260,7 @@ int ubtrfs_forget(ubtrfs_fs *f, ubtrfs_ino id, uint64_t n)
 	if (!u || id.ino == 0)
 		return 0;
 	pthread_mutex_lock(&u->mu);
-	struct inuse_ent *e = u->cap ? inuse_find(u, id.subvol, id.ino) : NULL;
+	struct inuse_ent *e = inuse_find(u, id.subvol, id.ino);
 	if (e) {
 		e->count = e->count > n ? e->count - n : 0;
 		/* An orphan stays in the table until it is gone: until then
@@ -284,8 +285,8 @@ static int orphan_item(ubtrfs_fs *f, uint64_t subvol, uint64_t ino, bool scan)
 	if (scan || !u)
 		return 1;
 	pthread_mutex_lock(&u->mu);
-	struct inuse_ent *e = u->cap ? inuse_find(u, subvol, ino) : NULL;
-	int r = !e ? -2 : e->count ? -1 : (e->item || e->maybe);
+	struct inuse_ent *e = inuse_find(u, subvol, ino);
+	int r = !e ? -2 : e->count ? -1 : e->item;
 	pthread_mutex_unlock(&u->mu);
 	return r;
 }
@@ -299,7 +300,7 @@ static void orphan_gone(ubtrfs_fs *f, struct ubt_trans *t, uint64_t subvol, uint
 	if (!u)
 		return;
 	pthread_mutex_lock(&u->mu);
-	struct inuse_ent *e = u->cap ? inuse_find(u, subvol, ino) : NULL;
+	struct inuse_ent *e = inuse_find(u, subvol, ino);
 	if (e && e->count == 0) {
 		if (e->later)
 			u->nlater--;
@@ -727,7 +728,7 @@ static int drop_data_if_last(struct op *op, uint64_t subvol, uint64_t ino)
 	if (op->f->inuse) {
 		struct ubt_inuse *u = op->f->inuse;
 		pthread_mutex_lock(&u->mu);
-		struct inuse_ent *e = u->cap ? inuse_find(u, subvol, ino) : NULL;
+		struct inuse_ent *e = inuse_find(u, subvol, ino);
 		bool busy = e && e->count;
 		pthread_mutex_unlock(&u->mu);
 		if (busy)

@@ -26,11 +26,8 @@ UBTRFS_SOURCE_ROOT=${UBTRFS_SOURCE_ROOT:-$(cd "$(dirname "$0")/../.." && pwd -P)
 # shellcheck source=lib.sh
 . "$UBTRFS_SOURCE_ROOT/tests/compat/lib.sh"
 
-oracle_require_kernel_btrfs
-oracle_require_fuse
-oracle_require_python
+oracle_require_fuse_oracle
 oracle_require_cmd btrfs-map-logical
-oracle_require_ubtrfs
 oracle_init
 # shellcheck source=read-oracle-common.sh
 . "$UBTRFS_SOURCE_ROOT/tests/compat/read-oracle-common.sh"

@@ -79,12 +79,17 @@ static int read_inode(struct fw *w)
 			if (k.type == BTRFS_EXTENT_DATA_KEY)
 				break;
 		}
+		/* Past the leaf lies the next leaf's first key (the separator
+		 * at the level where the way to it turns): a leaf reaching it
+		 * breaks the tree's order, and nothing is assumed. */
+		int l = ubt_path_next_level(&path);
 		if (i == n) {
-			bool last = true;
-			for (int l = 1; l < BTRFS_MAX_LEVEL && path.nodes[l]; l++)
-				if (path.slots[l] + 1 < (int)ubt_eb_nritems(path.nodes[l]))
-					last = false;
-			w->empty = last;
+			w->empty = l == 0;
+		} else if (w->empty && l && n > 0) {
+			struct btrfs_key last, sep;
+			ubt_eb_item_key(path.nodes[0], n - 1, &last);
+			ubt_eb_node_key(path.nodes[l], path.slots[l] + 1, &sep);
+			w->empty = btrfs_comp_keys(&last, &sep) < 0;
 		}
 	} else if (ret == 1) {
 		ret = -ENOENT;

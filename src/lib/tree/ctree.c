@@ -137,14 +137,21 @@ int ubt_search_slot(struct ubt_tree_ctx *t, const struct ubt_root_ref *root,
 /*
  * Move the path to the first item of the next leaf.  0 ok, 1 no more leaves.
  */
-static int next_leaf(struct ubt_tree_ctx *t, struct ubt_path *path, uint64_t owner)
+int ubt_path_next_level(const struct ubt_path *path)
 {
 	int level = 1;
 
 	while (level < BTRFS_MAX_LEVEL && path->nodes[level] &&
 	       path->slots[level] + 1 >= (int)ubt_eb_nritems(path->nodes[level]))
 		level++;
-	if (level >= BTRFS_MAX_LEVEL || !path->nodes[level])
+	return level < BTRFS_MAX_LEVEL && path->nodes[level] ? level : 0;
+}
+
+static int next_leaf(struct ubt_tree_ctx *t, struct ubt_path *path, uint64_t owner)
+{
+	int level = ubt_path_next_level(path);
+
+	if (!level)
 		return 1;
 	path->slots[level]++;
 	while (level > 0) {

@@ -149,6 +149,11 @@ struct ubt_path {
 	int slots[BTRFS_MAX_LEVEL];
 };
 
+/* The lowest level at which a full path (root to leaf) has a pointer right
+ * of its own, i.e. where the way to the next leaf turns; 0 when the leaf is
+ * the tree's last. */
+int ubt_path_next_level(const struct ubt_path *path);
+
 /* Building blocks shared with the write engine.  ubt_bin_search: 0 and the
  * slot when found, else 1 and the first slot with a greater key.  The read
  * functions check what the parent (node pointer / root) records. */
