@@ -26,10 +26,7 @@ struct block_set {
 
 static size_t hash_u64(uint64_t v, size_t cap)
 {
-	v ^= v >> 33;
-	v *= 0xff51afd7ed558ccdULL;
-	v ^= v >> 33;
-	return (size_t)v & (cap - 1);
+	return (size_t)ubt_mix64(v) & (cap - 1);
 }
 
 static int set_grow(struct block_set *s)

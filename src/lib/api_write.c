@@ -82,8 +82,7 @@ struct ubt_inuse {
 
 static size_t inuse_hash(const struct ubt_inuse *u, uint64_t subvol, uint64_t ino)
 {
-	uint64_t h = (ino * 0x9e3779b97f4a7c15ull) ^ (subvol * 0xc2b2ae3d27d4eb4full);
-	return (size_t)(h >> 17) & (u->cap - 1);
+	return (size_t)ubt_mix64(ino ^ ubt_mix64(subvol)) & (u->cap - 1);
 }
 
 static struct inuse_ent *inuse_find(struct ubt_inuse *u, uint64_t subvol, uint64_t ino)

@@ -28,6 +28,19 @@
 #define UBT_MAX(a, b) ((a) > (b) ? (a) : (b))
 #define UBT_IS_POW2(x) ((x) != 0 && (((x) & ((x) - 1)) == 0))
 #define UBT_IS_ALIGNED(x, a) (((x) & ((a) - 1)) == 0)
+
+/* The mixer of every hash table keyed by addresses or inode numbers
+ * (splitmix64's finalizer: each input bit reaches every output bit, so
+ * the low bits serve as a power-of-two table's index).  Pairs combine as
+ * ubt_mix64(a ^ ubt_mix64(b)). */
+static inline uint64_t ubt_mix64(uint64_t v)
+{
+	v ^= v >> 30;
+	v *= 0xbf58476d1ce4e5b9ULL;
+	v ^= v >> 27;
+	v *= 0x94d049bb133111ebULL;
+	return v ^ (v >> 31);
+}
 #define UBT_ALIGN_UP(x, a) (((x) + (a) - 1) & ~((a) - 1))
 
 #if defined(__GNUC__)

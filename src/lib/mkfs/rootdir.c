@@ -105,9 +105,7 @@ static uint8_t ftype_of(mode_t m)
 
 static uint64_t link_hash(dev_t d, ino_t i)
 {
-	uint64_t h = (uint64_t)d * 0x9E3779B97F4A7C15ULL ^ (uint64_t)i;
-	h ^= h >> 29;
-	return h * 0xBF58476D1CE4E5B9ULL;
+	return ubt_mix64((uint64_t)i ^ ubt_mix64((uint64_t)d));
 }
 
 static int links_find_or_add(struct rd_state *rd, const struct stat *st, size_t idx, size_t *found)

@@ -36,7 +36,7 @@
  * a queue that holds one entry per data extent an rm -rf freed. */
 static size_t ref_bucket(uint64_t bytenr, size_t nbuckets)
 {
-	return (size_t)((bytenr * 0x9e3779b97f4a7c15ull) >> 32) & (nbuckets - 1);
+	return (size_t)ubt_mix64(bytenr) & (nbuckets - 1);
 }
 
 static void ref_link(struct ubt_trans *t, size_t i)

@@ -481,8 +481,7 @@ static uint32_t build_dirent(uint8_t *buf, const struct btrfs_key *location, uin
 
 static struct idx_slot *idx_slot(struct ubt_ns *ns, uint64_t subvol, uint64_t dir, bool *found)
 {
-	uint64_t h = (subvol * 0x9E3779B97F4A7C15ULL) ^ (dir * 0xC2B2AE3D27D4EB4FULL);
-	size_t i = (size_t)(h ^ (h >> 29)) & (IDX_SLOTS - 1);
+	size_t i = (size_t)ubt_mix64(dir ^ ubt_mix64(subvol)) & (IDX_SLOTS - 1);
 
 	for (;; i = (i + 1) & (IDX_SLOTS - 1)) {
 		struct idx_slot *s = &ns->idx[i];

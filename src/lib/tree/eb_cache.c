@@ -26,10 +26,7 @@
 
 static size_t bucket_of(const struct ubt_tree_ctx *t, uint64_t start)
 {
-	uint64_t h = start / t->vol->sectorsize;
-	h ^= h >> 17;
-	h *= 0x9E3779B97F4A7C15ull;
-	return (size_t)(h >> 32) % t->nbuckets;
+	return (size_t)(ubt_mix64(start / t->vol->sectorsize) % t->nbuckets);
 }
 
 /*

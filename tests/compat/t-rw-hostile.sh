@@ -1,0 +1,133 @@
+#!/bin/bash
+# t-rw-hostile: the write paths on an image whose metadata lies, though
+# every block's checksum is right (a buggy or hostile writer made it).
+#
+#   (a) an inode whose data extents outnumber its nbytes (btrfs check:
+#       "nbytes wrong"): a file of 40 separate 4 KiB extents is given
+#       nbytes 4096 in every copy of its leaf, the checksum recomputed, and
+#       btrfs check must then complain.  Removing the file through the
+#       read-write mount frees the inode with all 40 of its data
+#       references and a warning that names it - not an aborted
+#       transaction (ubtrfs takes the delete-with-items path for nbytes up
+#       to 32 sectors and must not trust the count): a file is created
+#       after it, the daemon exits 0, btrfs check is clean again (no item
+#       of the inode, no reference to its extents) and the kernel reads
+#       back the file made before and the one made after.
+#
+# Needs root, loop devices, kernel btrfs, btrfs-progs, FUSE, python3.
+set -euo pipefail
+
+UBTRFS_SOURCE_ROOT=${UBTRFS_SOURCE_ROOT:-$(cd "$(dirname "$0")/../.." && pwd -P)}
+# shellcheck source=lib.sh
+. "$UBTRFS_SOURCE_ROOT/tests/compat/lib.sh"
+
+oracle_require_fuse_oracle
+oracle_require_cmd btrfs-map-logical
+oracle_init
+# shellcheck source=read-oracle-common.sh
+. "$UBTRFS_SOURCE_ROOT/tests/compat/read-oracle-common.sh"
+
+# (a) nbytes below the data extents
+img=$(oracle_image a.img 512M)
+oracle_ubtrfs mkfs -q -f "$img" || oracle_fail "ubtrfs mkfs failed"
+mnt=$T/a.mnt
+ro_fuse_up "$mnt" "$T/a1.log" rw "$img" || { ro_show "$T/a1.log"; oracle_fail "(a) rw mount did not come up"; }
+"$ORACLE_PYTHON" - "$mnt" >"$T/a.ino" <<'PY' || oracle_fail "(a) writing the files failed"
+import os, sys
+m = sys.argv[1]
+fd = os.open(os.path.join(m, "victim"), os.O_WRONLY | os.O_CREAT, 0o644)
+for i in range(40):
+    # 4 KiB at every other 4 KiB: 40 extents that cannot merge
+    if os.pwrite(fd, bytes([i + 1]) * 4096, i * 8192) != 4096:
+        sys.exit("short write")
+os.fsync(fd)
+print(os.fstat(fd).st_ino)
+os.close(fd)
+with open(os.path.join(m, "before"), "wb") as f:
+    f.write(b"made before the damage\n" * 500)
+    os.fsync(f.fileno())
+PY
+ro_fuse_down "(a) fill" "$mnt" "$T/a1.log"
+oracle_check_clean "(a) filled" "$img" || oracle_fail "(a) btrfs check after filling is not clean"
+ino=$(cat "$T/a.ino")
+btrfs inspect-internal dump-tree -t 5 "$img" >"$T/a.fs"
+n=$(grep -cE "key \($ino EXTENT_DATA [0-9]+\)" "$T/a.fs" || true)
+((n >= 40)) || oracle_fail "(a) the victim has $n EXTENT_DATA items, the test needs 40"
+# The leaf that holds the victim's INODE_ITEM, and where in it.
+read -r leaf itemoff < <(awk -v k="key ($ino INODE_ITEM 0)" '
+	/^leaf [0-9]+ items/ { leaf = $2 }
+	index($0, k) { for (i = 1; i <= NF; i++) if ($i == "itemoff") { print leaf, $(i + 1); exit } }' "$T/a.fs")
+[[ -n ${leaf:-} && -n ${itemoff:-} ]] || oracle_fail "(a) cannot find inode $ino's INODE_ITEM in the dump"
+mapfile -t phys < <(btrfs-map-logical -l "$leaf" "$img" 2>/dev/null |
+	awk '/physical/ { for (i = 1; i <= NF; i++) if ($i == "physical") print $(i + 1) }')
+((${#phys[@]} >= 1)) || oracle_fail "(a) btrfs-map-logical found no copy of leaf $leaf"
+nodesize=$(btrfs inspect-internal dump-super "$img" | awk '$1 == "nodesize" { print $2 }')
+oracle_log "(a) inode $ino: INODE_ITEM in leaf $leaf at itemoff $itemoff; ${#phys[@]} copies at ${phys[*]}"
+for p in "${phys[@]}"; do
+	"$ORACLE_PYTHON" - "$img" "$p" "$itemoff" "$nodesize" "$UBTRFS_SOURCE_ROOT/tests/tools" <<'PY' ||
+import struct, sys
+sys.path.insert(0, sys.argv[5])
+from crc32c import crc32c
+img, phys, itemoff, ns = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+with open(img, "r+b") as f:
+    f.seek(phys)
+    blk = bytearray(f.read(ns))
+    # header 101 bytes; inode item: generation, transid, size, nbytes
+    at = 101 + itemoff + 24
+    old = struct.unpack_from("<Q", blk, at)[0]
+    if old < 40 * 4096:
+        sys.exit("nbytes is %d before the damage, not the 40 extents' bytes" % old)
+    struct.pack_into("<Q", blk, at, 4096)
+    blk[0:32] = struct.pack("<I", crc32c(bytes(blk[32:]))) + bytes(28)
+    f.seek(phys)
+    f.write(blk)
+PY
+		oracle_fail "(a) patching the copy at $p failed"
+done
+if btrfs check --readonly "$img" >"$T/a.check" 2>&1; then
+	ro_show "$T/a.check"
+	oracle_fail "(a) btrfs check finds nothing wrong after the damage: it did not take"
+fi
+grep -q "nbytes" "$T/a.check" || { ro_show "$T/a.check" 40; oracle_fail "(a) btrfs check does not report the nbytes damage"; }
+
+ro_fuse_up "$mnt" "$T/a2.log" rw "$img" || { ro_show "$T/a2.log"; oracle_fail "(a) rw mount of the damaged image did not come up"; }
+"$ORACLE_PYTHON" - "$mnt" >"$T/a.out" 2>&1 <<'PY' || ro_fail "(a) removing the damaged file misbehaved: $(cat "$T/a.out")"
+import os, sys
+m = sys.argv[1]
+os.unlink(os.path.join(m, "victim"))
+with open(os.path.join(m, "after"), "wb") as f:
+    f.write(b"made after the removal\n" * 500)
+    os.fsync(f.fileno())
+if os.path.exists(os.path.join(m, "victim")):
+    sys.exit("the victim is still there")
+PY
+ro_fuse_down "(a) removal" "$mnt" "$T/a2.log"
+grep -q "inode $ino: .*data extents under nbytes" "$T/a2.log" ||
+	{ ro_show "$T/a2.log"; ro_fail "(a) no warning naming inode $ino's wrong nbytes"; }
+if grep -q "aborted" "$T/a2.log"; then
+	ro_show "$T/a2.log"
+	ro_fail "(a) the removal aborted a transaction"
+fi
+btrfs inspect-internal dump-tree -t 5 "$img" >"$T/a2.fs"
+btrfs inspect-internal dump-tree -t 2 "$img" >"$T/a2.extent"
+grep -qE "key \($ino (INODE_ITEM|INODE_REF|EXTENT_DATA)" "$T/a2.fs" &&
+	ro_fail "(a) inode $ino still has items after its removal"
+grep -qE "data backref root (5|FS_TREE) objectid $ino " "$T/a2.extent" &&
+	ro_fail "(a) an extent still has a reference from inode $ino"
+oracle_check_clean "(a) after the removal" "$img" || ro_fail "(a) btrfs check after the removal is not clean"
+oracle_kmount -o ro "$T/a.k" "$img" || ro_fail "(a) the kernel does not mount the image"
+if oracle_is_mounted "$T/a.k"; then
+	"$ORACLE_PYTHON" - "$T/a.k" <<'PY' || ro_fail "(a) the kernel reads back something else"
+import os, sys
+k = sys.argv[1]
+if open(os.path.join(k, "before"), "rb").read() != b"made before the damage\n" * 500:
+    sys.exit("before differs")
+if open(os.path.join(k, "after"), "rb").read() != b"made after the removal\n" * 500:
+    sys.exit("after differs")
+if os.path.exists(os.path.join(k, "victim")):
+    sys.exit("victim is still there")
+PY
+	oracle_kumount "$T/a.k"
+fi
+RO_CELLS=1
+ro_finish
