@@ -21,6 +21,14 @@ CLK_TCK=$(getconf CLK_TCK)
 # bindfs with the same kernel-cache policy ubtrfs asks for (entries,
 # attributes and pages cached for a day): the fair FUSE-overhead reference.
 BINDFS_OPTS=ro,kernel_cache,entry_timeout=86400,attr_timeout=86400
+# libfuse's own low-level passthrough (its example passthrough_ll.c, which
+# libfuse3-dev ships as source; bench/run builds it where it can: PTLL is
+# then the binary): single-threaded (-s: on one pinned CPU libfuse's
+# multi-threaded loop pays a thread hand-off per request; measured 1.3-2.2x
+# slower) and cache=always (entries and attributes for a day, page cache
+# kept: the same policy as bindfs's options above).
+PTLL=
+PTLL_OPTS=cache=always
 # btrfs restore: only the tree, with owners/modes/times, xattrs, symlinks,
 # like `ubtrfs get`.
 RESTORE_REGEX='^/(|tree(|/.*))$'
@@ -37,7 +45,40 @@ bench_fail() {
 }
 
 bench_is_fuse() {
-	[[ $1 == ubtrfs || $1 == ubtrfs-kernelmkfs || $1 == fuse-passthrough ]]
+	[[ $1 == ubtrfs || $1 == ubtrfs-kernelmkfs ]] || bench_is_passthrough "$1"
+}
+
+# The two FUSE passthroughs over an ext4 mount: bindfs and libfuse's.
+bench_is_passthrough() {
+	[[ $1 == fuse-passthrough || $1 == fuse-passthrough-ll ]]
+}
+
+# bench_passthrough_cmd TARGET SOURCE MOUNTPOINT ro|rw [-f]: set PT_CMD to
+# the command that mounts TARGET's passthrough of SOURCE (the ext4 mount) on
+# MOUNTPOINT with the bench's cache policy; -f keeps it in the foreground
+# (the caller pins it and takes its PID), else it daemonizes once the mount
+# exists.
+PT_CMD=()
+bench_passthrough_cmd() {
+	local t=$1 src=$2 mnt=$3 mode=$4 fg=${5:-}
+	case $t in
+	fuse-passthrough)
+		if [[ $mode == ro ]]; then
+			PT_CMD=(bindfs ${fg:+"$fg"} -o "$BINDFS_OPTS" "$src" "$mnt")
+		else
+			PT_CMD=(bindfs ${fg:+"$fg"} -o "$BINDFS_WOPTS" "$src" "$mnt")
+		fi
+		;;
+	fuse-passthrough-ll)
+		PT_CMD=("$PTLL" ${fg:+"$fg"} -s -o "source=$src,$PTLL_OPTS")
+		if [[ $mode == ro ]]; then
+			PT_CMD+=(-o ro "$mnt")
+		else
+			PT_CMD+=("$mnt")
+		fi
+		;;
+	*) bench_fail "bench_passthrough_cmd: $t is not a passthrough" ;;
+	esac
 }
 
 bench_is_ubtrfs() {
@@ -394,6 +435,11 @@ bench_collect_meta() {
 		printf 'bindfs=%s\n' "$(bindfs --version 2>&1 | head -n1)"
 		printf 'btrfs_progs=%s\n' "$(btrfs --version | head -n1)"
 		printf 'bindfs_opts=%s\n' "$BINDFS_OPTS"
+		if [[ -n $PTLL ]]; then
+			printf 'passthrough_ll=libfuse %s example passthrough_ll.c, built by bench/run\n' \
+				"$(pkg-config --modversion fuse3 2>/dev/null || echo '?')"
+			printf 'passthrough_ll_opts=-s -o %s\n' "$PTLL_OPTS"
+		fi
 		printf 'w_seq_mib=%s\nw_rand_mib=%s\nw_rand_io_mib=%s\nw_files=%s\nlarge_files=%s\n' \
 			"$W_SEQ_MIB" "$W_RAND_MIB" "$W_RAND_IO_MIB" "$W_FILES" "$LARGE_FILES"
 		printf 'load_start=%s\n' "$(cut -d' ' -f1-3 /proc/loadavg)"
@@ -463,10 +509,10 @@ bench_fuse_up() {
 			"${IMG[$t]}" "${MNT[$t]}" >>"$LOG" 2>&1 &
 		pid=$!
 		;;
-	fuse-passthrough)
+	fuse-passthrough | fuse-passthrough-ll)
 		bench_kernel_ext4_up
-		"${PIN[@]}" bindfs -f -o "$BINDFS_OPTS" "${MNT[kernel-ext4]}" "${MNT[$t]}" \
-			>>"$LOG" 2>&1 &
+		bench_passthrough_cmd "$t" "${MNT[kernel-ext4]}" "${MNT[$t]}" ro -f
+		"${PIN[@]}" "${PT_CMD[@]}" >>"$LOG" 2>&1 &
 		pid=$!
 		;;
 	*) bench_fail "bench_fuse_up: $t is not a FUSE target" ;;
@@ -557,7 +603,7 @@ bench_rd_kib() {
 		return
 		;;
 	kernel-btrfs) dev=${CUR_LOOP[$t]:-$(findmnt -n -o SOURCE -M "${MNT[kernel-btrfs]}")} ;;
-	kernel-ext4 | fuse-passthrough)
+	kernel-ext4 | fuse-passthrough | fuse-passthrough-ll)
 		dev=${CUR_LOOP[$t]:-$(findmnt -n -o SOURCE -M "${MNT[kernel-ext4]}")} ;;
 	esac
 	[[ -n $dev && -r /sys/class/block/${dev#/dev/}/stat ]] || { echo; return; }
@@ -628,6 +674,7 @@ bench_perf_stop() {
 	PERF_PID=
 	local d=$T/perf-$wl.data out=$PROFILE_DIR/$wl-$t.txt comm=ubtrfs
 	[[ $t == fuse-passthrough ]] && comm=bindfs
+	[[ $t == fuse-passthrough-ll ]] && comm=passthrough_ll
 	{
 		echo "# perf record -F 999 --call-graph dwarf, $( ((PINNED)) && echo "CPU $PIN_CPU" || echo "all CPUs"), $wl on $t"
 		echo "# --- share of samples by command and DSO"
@@ -827,7 +874,7 @@ bench_w_up() {
 	ubtrfs) "$UB" mkfs -q -f "$WIMG" >>"$LOG" 2>&1 || bench_fail "ubtrfs mkfs $WIMG" ;;
 	ubtrfs-kernelmkfs | kernel-btrfs)
 		mkfs.btrfs -q -f "$WIMG" >>"$LOG" 2>&1 || bench_fail "mkfs.btrfs $WIMG" ;;
-	kernel-ext4 | fuse-passthrough)
+	kernel-ext4 | fuse-passthrough | fuse-passthrough-ll)
 		mkfs.ext4 -q -F -E lazy_itable_init=0,lazy_journal_init=0 "$WIMG" >>"$LOG" 2>&1 ||
 			bench_fail "mkfs.ext4 $WIMG" ;;
 	esac
@@ -846,10 +893,11 @@ bench_w_up() {
 		bench_kmount "${t#kernel-}" "$WIMG" "$WMNT" || bench_fail "mount $t $WIMG"
 		CUR_LOOP[$t]=$(findmnt -n -o SOURCE -M "$WMNT")
 		;;
-	fuse-passthrough)
+	fuse-passthrough | fuse-passthrough-ll)
 		bench_kmount ext4 "$WIMG" "$WUNDER" || bench_fail "mount ext4 $WIMG"
 		CUR_LOOP[$t]=$(findmnt -n -o SOURCE -M "$WUNDER")
-		"${PIN[@]}" bindfs -f -o "$BINDFS_WOPTS" "$WUNDER" "$WMNT" >>"$LOG" 2>&1 &
+		bench_passthrough_cmd "$t" "$WUNDER" "$WMNT" rw -f
+		"${PIN[@]}" "${PT_CMD[@]}" >>"$LOG" 2>&1 &
 		pid=$!
 		kill -0 "$pid" 2>/dev/null && oracle_register_pid "$pid"
 		bench_wait_mounted "$WMNT" "$pid"
@@ -885,7 +933,7 @@ bench_w_down() {
 			unset "DPID[$t]"
 		fi
 	fi
-	if [[ $t == fuse-passthrough ]]; then
+	if bench_is_passthrough "$t"; then
 		bench_kumount -n "$WUNDER"
 	elif [[ $t == kernel-* ]]; then
 		bench_kumount -n "$WMNT"
@@ -915,7 +963,7 @@ bench_w_sync() {
 	case $1 in
 	ubtrfs | ubtrfs-kernelmkfs) sync -- "$WMNT" ;;
 	kernel-btrfs | kernel-ext4) sync -f -- "$WMNT" ;;
-	fuse-passthrough) sync -f -- "$WUNDER" ;;
+	fuse-passthrough | fuse-passthrough-ll) sync -f -- "$WUNDER" ;;
 	esac
 }
 
@@ -1143,10 +1191,11 @@ bench_run_mount() {
 		bench_time "$UB" mount -o ro "${IMG[$t]}" "$mnt"
 		oracle_register_mount "$mnt"
 		;;
-	fuse-passthrough)
+	fuse-passthrough | fuse-passthrough-ll)
 		bench_kernel_ext4_up
 		bench_drop_caches
-		bench_time bindfs -o "$BINDFS_OPTS" "${MNT[kernel-ext4]}" "$mnt"
+		bench_passthrough_cmd "$t" "${MNT[kernel-ext4]}" "$mnt" ro
+		bench_time "${PT_CMD[@]}"
 		oracle_register_mount "$mnt"
 		;;
 	kernel-btrfs)
