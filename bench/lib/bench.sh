@@ -70,7 +70,10 @@ bench_passthrough_cmd() {
 		fi
 		;;
 	fuse-passthrough-ll)
-		PT_CMD=("$PTLL" ${fg:+"$fg"} -s -o "source=$src,$PTLL_OPTS")
+		# It holds an O_PATH descriptor for every inode the kernel
+		# knows: the 40k-file tree needs more than the usual limit.
+		PT_CMD=(prlimit --nofile=1048576:1048576 "$PTLL" ${fg:+"$fg"} -s
+			-o "source=$src,$PTLL_OPTS")
 		if [[ $mode == ro ]]; then
 			PT_CMD+=(-o ro "$mnt")
 		else
