@@ -28,6 +28,7 @@ BINDFS_OPTS=ro,kernel_cache,entry_timeout=86400,attr_timeout=86400
 # slower) and cache=always (entries and attributes for a day, page cache
 # kept: the same policy as bindfs's options above).
 PTLL=
+PTLL_NOFILE=
 PTLL_OPTS=cache=always
 # btrfs restore: only the tree, with owners/modes/times, xattrs, symlinks,
 # like `ubtrfs get`.
@@ -71,8 +72,8 @@ bench_passthrough_cmd() {
 		;;
 	fuse-passthrough-ll)
 		# It holds an O_PATH descriptor for every inode the kernel
-		# knows: the 40k-file tree needs more than the usual limit.
-		PT_CMD=(prlimit --nofile=1048576:1048576 "$PTLL" ${fg:+"$fg"} -s
+		# knows: soft limit up to the hard one (bench/run checked it).
+		PT_CMD=(prlimit "--nofile=$PTLL_NOFILE:$PTLL_NOFILE" "$PTLL" ${fg:+"$fg"} -s
 			-o "source=$src,$PTLL_OPTS")
 		if [[ $mode == ro ]]; then
 			PT_CMD+=(-o ro "$mnt")
