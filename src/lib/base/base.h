@@ -28,6 +28,13 @@
 #define UBT_MAX(a, b) ((a) > (b) ? (a) : (b))
 #define UBT_IS_POW2(x) ((x) != 0 && (((x) & ((x) - 1)) == 0))
 #define UBT_IS_ALIGNED(x, a) (((x) & ((a) - 1)) == 0)
+#define UBT_ALIGN_UP(x, a) (((x) + (a) - 1) & ~((a) - 1))
+
+#if defined(__GNUC__)
+#define UBT_PRINTF(f, a) __attribute__((format(printf, f, a)))
+#else
+#define UBT_PRINTF(f, a)
+#endif
 
 /* The mixer of every hash table keyed by addresses or inode numbers
  * (splitmix64's finalizer: each input bit reaches every output bit, so
@@ -41,13 +48,6 @@ static inline uint64_t ubt_mix64(uint64_t v)
 	v *= 0x94d049bb133111ebULL;
 	return v ^ (v >> 31);
 }
-#define UBT_ALIGN_UP(x, a) (((x) + (a) - 1) & ~((a) - 1))
-
-#if defined(__GNUC__)
-#define UBT_PRINTF(f, a) __attribute__((format(printf, f, a)))
-#else
-#define UBT_PRINTF(f, a)
-#endif
 
 /* ---- logging ---------------------------------------------------------- */
 
