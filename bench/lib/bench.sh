@@ -594,7 +594,7 @@ bench_time() {
 # when unknown.  Counted where only that target reads, so other jobs on a
 # shared machine do not show: a ubtrfs daemon's read_bytes (/proc/PID/io:
 # its tree-block preads and the page faults on its mapping of the image),
-# and for kernel targets and bindfs (over the ext4 mount) the loop device's
+# and for kernel targets and the passthroughs (over the ext4 mount) the loop device's
 # sectors read.  The loop device reads its image through the page cache,
 # which a cold run has just dropped.
 bench_rd_kib() {
@@ -616,7 +616,7 @@ bench_rd_kib() {
 
 # bench_wr_kib TARGET: KiB the target has written to its image so far, or
 # "": the daemon's write_bytes (its pwrites to the image) for ubtrfs, the
-# loop device's sectors written for the others (bindfs: the ext4 below it).
+# loop device's sectors written for the others (a passthrough: the ext4 below it).
 # Used by the write workloads, where every target has its own loop device
 # (CUR_LOOP).
 bench_wr_kib() {
@@ -803,7 +803,7 @@ wl_git_status() {
 # mkfs.ext4 with inode tables and journal written at once - no lazy init
 # running behind the measurement - for kernel-ext4 and the passthrough),
 # mounted read-write (ubtrfs: `mount -f -o rw`, pinned like the read
-# daemons; kernel: a loop device; bindfs over such an ext4 mount).  A
+# daemons; kernel: a loop device; a passthrough over such an ext4 mount).  A
 # workload's setup is done and made durable unmeasured; the measured command
 # ends by making everything it wrote durable in the target's own way
 # (bench_w_sync).  No cache is dropped: the source (the tarball) is read
@@ -960,7 +960,7 @@ bench_w_down() {
 }
 
 # bench_w_sync TARGET: make everything written durable, each target its own
-# way: syncfs for kernel mounts (for bindfs: of the ext4 below it; syncfs on
+# way: syncfs for kernel mounts (for a passthrough: of the ext4 below it; syncfs on
 # a FUSE mount does nothing here); for ubtrfs an fsync of the mount's root
 # directory, which the daemon answers by committing its transaction.
 bench_w_sync() {
@@ -1186,7 +1186,7 @@ bench_run_get() {
 }
 
 # Mount time, cold: from the mount command's start until it returns with the
-# mount ready (ubtrfs and bindfs daemonize once the mount exists).
+# mount ready (ubtrfs and the passthroughs daemonize once the mount exists).
 bench_run_mount() {
 	local t=$1 rep=$2 mnt=${MNT[$1]}
 	case $t in
