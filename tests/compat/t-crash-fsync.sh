@@ -2,7 +2,7 @@
 # t-crash-fsync: power failure at any flush of a read-write FUSE session;
 # whatever was fsync'ed must survive.
 #
-# For each of three workloads (tests/tools/crash_workload.py):
+# For each of four workloads (tests/tools/crash_workload.py):
 #   files         many small and large files written and fsync'ed (fsync,
 #                 fdatasync, directory fsync), overwritten in place, deleted;
 #   rename-trunc  replace by rename with fsync of the file or only of the
@@ -10,7 +10,12 @@
 #                 up with fsync, inline data grown and shrunk;
 #   mixed         random mkdir, hard links, xattrs, unlink, overwrites,
 #                 appends with fdatasync, renames, rmdir, sync(2);
-# an image (mkfs.btrfs for files and mixed, ubtrfs mkfs for rename-trunc)
+#   orphans       files unlinked while open, written and fsync'ed through
+#                 the descriptor, other files fsync'ed meanwhile, the
+#                 orphans closed at random points (btrfs check then finds
+#                 an nlink-0 inode without its ORPHAN_ITEM an error);
+# an image (mkfs.btrfs for files and mixed, ubtrfs mkfs for rename-trunc
+# and orphans)
 # is copied, mounted with `ubtrfs mount -o rw` with UBTRFS_WRITE_LOG set in
 # the daemon's environment (every device write and flush is logged), the
 # workload runs and journals, at each fsync, the state of every path and
@@ -292,6 +297,7 @@ S=${UBTRFS_CRASH_SEED:-0}
 cell files files mkfs.btrfs $((101 + S))
 cell rename-trunc rename-trunc ubtrfs $((202 + S))
 cell mixed mixed mkfs.btrfs $((303 + S))
+cell orphans orphans ubtrfs $((404 + S))
 
 if ((FAILS)); then
 	oracle_fail "$FAILS check(s) failed over $IMAGES crash images ($((SECONDS - T0)) s)"

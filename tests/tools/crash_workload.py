@@ -677,7 +677,42 @@ def wl_mixed(w, rnd, quick):
     w.fsync_path(".")
 
 
-WORKLOADS = {"files": wl_files, "rename-trunc": wl_rename_trunc, "mixed": wl_mixed}
+def wl_orphans(w, rnd, quick):
+    """Files unlinked while open (orphans: nlink 0, kept until their last
+    close), written and fsync'ed through the descriptor after the unlink,
+    while other files are fsync'ed (commits with orphans held) and held
+    orphans are closed at random points (freed).  No path shows them, so
+    the journal has nothing of theirs; what the crash images must show is
+    btrfs check's view: every nlink-0 inode a commit holds has its
+    ORPHAN_ITEM ("no orphan item" otherwise), every freed one is gone."""
+    w.mkdir("o")
+    w.fsync_path(".")
+    held = []
+    for i in range(6 if quick else 16):
+        path = f"o/v{i}"
+        h = w.create(path)
+        w.write(h, 0, data_of(rnd, rnd.choice((100, 4096, 70000, 300000))))
+        w.fsync(h)
+        w.unlink(path)
+        if rnd.random() < 0.5:
+            w.fsync_path("o")
+        w.write(h, rnd.randint(0, 5000), data_of(rnd, rnd.choice((1, 4096, 20000))))
+        w.fsync(h, data_only=rnd.random() < 0.5)
+        held.append(h)
+        k = w.create(f"o/k{i}")
+        w.write(k, 0, data_of(rnd, rnd.choice((10, 5000))))
+        w.fsync(k)
+        w.close(k)
+        while held and rnd.random() < 0.4:
+            w.close(held.pop(rnd.randrange(len(held))))
+            w.fsync_path("o")
+    for h in held:
+        w.close(h)
+    w.fsync_path(".")
+
+
+WORKLOADS = {"files": wl_files, "rename-trunc": wl_rename_trunc, "mixed": wl_mixed,
+             "orphans": wl_orphans}
 
 
 def cmd_run(a):
