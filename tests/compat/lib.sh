@@ -158,6 +158,29 @@ oracle_require_cmd() {
 	done
 }
 
+# oracle_init_block_patching: the opening of the tests that damage tree
+# blocks of an image they mount through FUSE (t-rw-damage, t-rw-bgitems,
+# t-rw-hostile): FUSE and the oracle, btrfs-map-logical, oracle_init and
+# the read-oracle helpers (read-oracle-common.sh declares nothing local,
+# so sourcing it here defines the same globals as at the top level).
+oracle_init_block_patching() {
+	oracle_require_fuse_oracle
+	oracle_require_cmd btrfs-map-logical
+	oracle_init
+	# shellcheck source=read-oracle-common.sh
+	. "$UBTRFS_SOURCE_ROOT/tests/compat/read-oracle-common.sh"
+}
+
+# oracle_block_copies IMG LOGICAL: ORACLE_COPIES = the physical offsets of
+# every copy of the block at LOGICAL in the single-device image IMG
+# (btrfs-map-logical: the caller requires it); none fails the test.
+ORACLE_COPIES=()
+oracle_block_copies() {
+	mapfile -t ORACLE_COPIES < <(btrfs-map-logical -l "$2" "$1" 2>/dev/null |
+		awk '/physical/ { for (i = 1; i <= NF; i++) if ($i == "physical") print $(i + 1) }')
+	((${#ORACLE_COPIES[@]} >= 1)) || oracle_fail "btrfs-map-logical found no copy of block $2"
+}
+
 oracle_require_python() {
 	"$ORACLE_PYTHON" -c 'import sys; sys.exit(sys.version_info < (3, 9))' \
 		>/dev/null 2>&1 || oracle_skip "needs $ORACLE_PYTHON >= 3.9"

@@ -26,11 +26,7 @@ UBTRFS_SOURCE_ROOT=${UBTRFS_SOURCE_ROOT:-$(cd "$(dirname "$0")/../.." && pwd -P)
 # shellcheck source=lib.sh
 . "$UBTRFS_SOURCE_ROOT/tests/compat/lib.sh"
 
-oracle_require_fuse_oracle
-oracle_require_cmd btrfs-map-logical
-oracle_init
-# shellcheck source=read-oracle-common.sh
-. "$UBTRFS_SOURCE_ROOT/tests/compat/read-oracle-common.sh"
+oracle_init_block_patching
 
 img=$(oracle_image bg.img 512M)
 oracle_mkfs -- "$img"
@@ -52,9 +48,8 @@ read -r bg_start bg_len < <(awk '
 	cand != "" && /flags DATA/ { print cand; exit }
 	{ cand = "" }' "$T/extent.txt")
 [[ -n ${bg_start:-} ]] || oracle_fail "no DATA block group item in the extent tree"
-mapfile -t phys < <(btrfs-map-logical -l "$leaf" "$img" 2>/dev/null |
-	awk '/physical/ { for (i = 1; i <= NF; i++) if ($i == "physical") print $(i + 1) }')
-((${#phys[@]} >= 1)) || oracle_fail "btrfs-map-logical found no copy of $leaf"
+oracle_block_copies "$img" "$leaf"
+phys=("${ORACLE_COPIES[@]}")
 nodesize=$(btrfs inspect-internal dump-super "$img" | awk '$1 == "nodesize" { print $2 }')
 # The end of the last chunk: "item N key (FIRST_CHUNK_TREE CHUNK_ITEM start)"
 # then "length L owner ...".
@@ -71,7 +66,7 @@ patch() {
 	PYTHONPATH=$UBTRFS_SOURCE_ROOT/tests/tools "$ORACLE_PYTHON" - "$img" "$1" "$bg_start" "$bg_len" \
 		"$nodesize" "$T/orig" "$chunks_end" "${phys[@]}" <<'PY'
 import os, struct, sys
-from crc32c import crc32c
+from crc32c import seal
 img, mode, start, length, nodesize, orig, chunks_end = sys.argv[1:8]
 start, length, nodesize, chunks_end = int(start), int(length), int(nodesize), int(chunks_end)
 phys = [int(p) for p in sys.argv[8:]]
@@ -106,7 +101,7 @@ with open(img, "r+b") as f:
                              off, 24)
             struct.pack_into("<QQQ", leaf, HDR + off, 0, 256, 1)
             struct.pack_into("<I", leaf, 0x60, nritems + 1)
-            struct.pack_into("<I", leaf, 0, crc32c(bytes(leaf[32:])))
+            seal(leaf)
             f.seek(p)
             f.write(leaf)
             continue
@@ -123,7 +118,7 @@ with open(img, "r+b") as f:
                 break
         else:
             sys.exit("item (%d BLOCK_GROUP_ITEM %d) not in the copy at %d" % (start, length, p))
-        struct.pack_into("<I", leaf, 0, crc32c(bytes(leaf[32:])))
+        seal(leaf)
         f.seek(p)
         f.write(leaf)
 PY

@@ -24,11 +24,7 @@ UBTRFS_SOURCE_ROOT=${UBTRFS_SOURCE_ROOT:-$(cd "$(dirname "$0")/../.." && pwd -P)
 # shellcheck source=lib.sh
 . "$UBTRFS_SOURCE_ROOT/tests/compat/lib.sh"
 
-oracle_require_fuse_oracle
-oracle_require_cmd btrfs-map-logical
-oracle_init
-# shellcheck source=read-oracle-common.sh
-. "$UBTRFS_SOURCE_ROOT/tests/compat/read-oracle-common.sh"
+oracle_init_block_patching
 
 img=$(oracle_image d.img 256M)
 oracle_ubtrfs mkfs -q -f -n 4096 "$img" || oracle_fail "ubtrfs mkfs failed"
@@ -51,9 +47,8 @@ leaf=$(awk '/^leaf [0-9]+ items/ { leaf = $2 } END { print leaf }' "$T/csum.txt"
 nleaves=$(grep -c '^leaf [0-9]* items' "$T/csum.txt" || true)
 [[ -n $leaf ]] || oracle_fail "cannot find the csum tree's leaves"
 ((nleaves >= 2)) || oracle_fail "the csum tree has $nleaves leaf: the test needs several"
-mapfile -t phys < <(btrfs-map-logical -l "$leaf" "$img" 2>/dev/null |
-	awk '/physical/ { for (i = 1; i <= NF; i++) if ($i == "physical") print $(i + 1) }')
-((${#phys[@]} >= 1)) || oracle_fail "btrfs-map-logical found no copy of $leaf"
+oracle_block_copies "$img" "$leaf"
+phys=("${ORACLE_COPIES[@]}")
 oracle_log "damaging csum-tree leaf $leaf (last of $nleaves): ${#phys[@]} copies at ${phys[*]}"
 flip() {
 	"$ORACLE_PYTHON" - "$img" "$1" <<'PY'

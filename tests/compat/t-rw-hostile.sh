@@ -36,11 +36,7 @@ UBTRFS_SOURCE_ROOT=${UBTRFS_SOURCE_ROOT:-$(cd "$(dirname "$0")/../.." && pwd -P)
 # shellcheck source=lib.sh
 . "$UBTRFS_SOURCE_ROOT/tests/compat/lib.sh"
 
-oracle_require_fuse_oracle
-oracle_require_cmd btrfs-map-logical
-oracle_init
-# shellcheck source=read-oracle-common.sh
-. "$UBTRFS_SOURCE_ROOT/tests/compat/read-oracle-common.sh"
+oracle_init_block_patching
 
 # (a) nbytes below the data extents
 img=$(oracle_image a.img 512M)
@@ -78,16 +74,15 @@ read -r leaf itemoff < <(awk -v k="key ($ino INODE_ITEM 0)" '
 	/^leaf [0-9]+ items/ { leaf = $2 }
 	index($0, k) { for (i = 1; i <= NF; i++) if ($i == "itemoff") { print leaf, $(i + 1); exit } }' "$T/a.fs") || true
 [[ -n ${leaf:-} && -n ${itemoff:-} ]] || oracle_fail "(a) cannot find inode $ino's INODE_ITEM in the dump"
-mapfile -t phys < <(btrfs-map-logical -l "$leaf" "$img" 2>/dev/null |
-	awk '/physical/ { for (i = 1; i <= NF; i++) if ($i == "physical") print $(i + 1) }')
-((${#phys[@]} >= 1)) || oracle_fail "(a) btrfs-map-logical found no copy of leaf $leaf"
+oracle_block_copies "$img" "$leaf"
+phys=("${ORACLE_COPIES[@]}")
 nodesize=$(btrfs inspect-internal dump-super "$img" | awk '$1 == "nodesize" { print $2 }')
 oracle_log "(a) inode $ino: INODE_ITEM in leaf $leaf at itemoff $itemoff; ${#phys[@]} copies at ${phys[*]}"
 for p in "${phys[@]}"; do
 	"$ORACLE_PYTHON" - "$img" "$p" "$itemoff" "$nodesize" "$UBTRFS_SOURCE_ROOT/tests/tools" <<'PY' ||
 import struct, sys
 sys.path.insert(0, sys.argv[5])
-from crc32c import crc32c
+from crc32c import seal
 img, phys, itemoff, ns = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
 with open(img, "r+b") as f:
     f.seek(phys)
@@ -98,7 +93,7 @@ with open(img, "r+b") as f:
     if old < 40 * 4096:
         sys.exit("nbytes is %d before the damage, not the 40 extents' bytes" % old)
     struct.pack_into("<Q", blk, at, 4096)
-    blk[0:32] = struct.pack("<I", crc32c(bytes(blk[32:]))) + bytes(28)
+    seal(blk)
     f.seek(phys)
     f.write(blk)
 PY
@@ -191,15 +186,14 @@ for a, b in zip(leaves, leaves[1:]):
 PY
 ) || true
 [[ -n ${bleaf:-} ]] || oracle_fail "(b) no leaf ends with a file's INODE_REF before its EXTENT_DATA"
-mapfile -t phys < <(btrfs-map-logical -l "$bleaf" "$img" 2>/dev/null |
-	awk '/physical/ { for (i = 1; i <= NF; i++) if ($i == "physical") print $(i + 1) }')
-((${#phys[@]} >= 1)) || oracle_fail "(b) btrfs-map-logical found no copy of leaf $bleaf"
+oracle_block_copies "$img" "$bleaf"
+phys=("${ORACLE_COPIES[@]}")
 oracle_log "(b) $bname: INODE_REF last of leaf $bleaf ($bnr items), its EXTENT_DATA first of the next; ${#phys[@]} copies"
 for p in "${phys[@]}"; do
 	"$ORACLE_PYTHON" - "$img" "$p" "$bnr" "$UBTRFS_SOURCE_ROOT/tests/tools" <<'PY' ||
-import struct, sys
+import sys
 sys.path.insert(0, sys.argv[4])
-from crc32c import crc32c
+from crc32c import seal
 img, phys, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 with open(img, "r+b") as f:
     f.seek(phys)
@@ -210,7 +204,7 @@ with open(img, "r+b") as f:
     if blk[at + 8] != 12:
         sys.exit("the last item is not an INODE_REF (type %d)" % blk[at + 8])
     blk[at + 8] = 110
-    blk[0:32] = struct.pack("<I", crc32c(bytes(blk[32:]))) + bytes(28)
+    seal(blk)
     f.seek(phys)
     f.write(blk)
 PY

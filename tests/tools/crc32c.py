@@ -24,4 +24,10 @@ def crc32c(data):
     return c ^ 0xFFFFFFFF
 
 
+def seal(block):
+    """Store the crc32c of a tree block or superblock (a bytearray) in its
+    checksum field: 4 bytes little-endian, the other 28 zero."""
+    block[0:32] = crc32c(bytes(block[32:])).to_bytes(4, "little") + bytes(28)
+
+
 assert crc32c(b"123456789") == 0xE3069283
