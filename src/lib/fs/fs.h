@@ -52,6 +52,8 @@ struct ubt_fs {
 	pthread_mutex_t subvol_lock;
 	struct ubt_subvol **subvols;	/* cache of opened subvolumes, by id */
 	size_t nsubvols, subvols_cap;
+
+	struct ubt_icache *icache;	/* INODE_ITEM copies (fs/icache.c) */
 };
 
 int ubt_fs_open(const char *const *paths, size_t npaths, const struct ubt_fs_opts *opts,
@@ -64,6 +66,32 @@ int ubt_fs_read_root_item(struct ubt_fs *fs, uint64_t objectid, struct btrfs_roo
 /* A subvolume by id (5 = top level); cached for the life of the fs. */
 int ubt_fs_subvol(struct ubt_fs *fs, uint64_t id, const struct ubt_subvol **out);
 
+/* ---- inode cache (fs/icache.c) ------------------------------------------ */
+
+/*
+ * Copies of INODE_ITEMs by (subvolume id, inode number), filled by
+ * ubt_inode_read.  Whoever changes a tree of an open filesystem (the write
+ * engine) must keep it current: ubt_icache_put after writing or inserting
+ * an INODE_ITEM, ubt_icache_drop after deleting one, ubt_icache_forget_facts
+ * after adding an XATTR_ITEM or EXTENT_DATA item, ubt_icache_clear when the
+ * trees go back to an older state (an abort).  The facts are -1 (keep), 0
+ * (unknown) or 1 (known: the inode has no XATTR_ITEM / no EXTENT_DATA item).
+ */
+struct ubt_icache;
+int ubt_icache_init(struct ubt_fs *fs);
+void ubt_icache_destroy(struct ubt_fs *fs);
+bool ubt_icache_get(struct ubt_fs *fs, uint64_t subvol, uint64_t ino,
+		    struct btrfs_inode_item *out, bool *noxattr, bool *noextents);
+void ubt_icache_put(struct ubt_fs *fs, uint64_t subvol, uint64_t ino,
+		    const struct btrfs_inode_item *item, int noxattr, int noextents);
+void ubt_icache_drop(struct ubt_fs *fs, uint64_t subvol, uint64_t ino);
+void ubt_icache_forget_facts(struct ubt_fs *fs, uint64_t subvol, uint64_t ino, bool xattrs,
+			     bool extents);
+bool ubt_icache_no_xattrs(struct ubt_fs *fs, uint64_t subvol, uint64_t ino);
+void ubt_icache_clear(struct ubt_fs *fs);
+/* UBTRFS_ICACHE_CHECK is set: hits are compared with the tree. */
+bool ubt_icache_checking(const struct ubt_fs *fs);
+
 /* ---- inodes ----------------------------------------------------------- */
 
 struct ubt_inode {
@@ -74,6 +102,22 @@ struct ubt_inode {
 
 int ubt_inode_read(struct ubt_fs *fs, const struct ubt_subvol *sv, uint64_t ino,
 		   struct ubt_inode *out);
+/* ubt_inode_read, and what is known of the inode's other items: no
+ * XATTR_ITEM (*noxattr), no EXTENT_DATA item (*noextents); either may be
+ * NULL.  False means unknown. */
+int ubt_inode_read_facts(struct ubt_fs *fs, const struct ubt_subvol *sv, uint64_t ino,
+			 struct ubt_inode *out, bool *noxattr, bool *noextents);
+/* Known (inode cache) that the inode has no XATTR_ITEM: 1, else 0; <0
+ * only when UBTRFS_ICACHE_CHECK finds the cache wrong. */
+int ubt_inode_no_xattrs(struct ubt_fs *fs, const struct ubt_subvol *sv, uint64_t ino);
+/*
+ * With `path` at inode `ino`'s INODE_ITEM: what the items after it in the
+ * leaf prove (up to another inode's items, or the tree's end; checked
+ * against the next leaf's separator): the inode has no XATTR_ITEM
+ * (*noxattr), no EXTENT_DATA item (*noextents).  False means unknown.
+ */
+void ubt_inode_leaf_facts(const struct ubt_path *path, uint64_t ino, bool *noxattr,
+			  bool *noextents);
 /* The empty directory (inode 2) the kernel shows where a snapshot holds an
  * entry for a subvolume it cannot reach. */
 void ubt_placeholder_inode(const struct ubt_subvol *sv, struct ubt_inode *out);

@@ -143,6 +143,12 @@ int ubt_fs_open(const char *const *paths, size_t npaths, const struct ubt_fs_opt
 	if (opts)
 		fs->opts = *opts;
 	pthread_mutex_init(&fs->subvol_lock, NULL);
+	ret = ubt_icache_init(fs);
+	if (ret) {
+		pthread_mutex_destroy(&fs->subvol_lock);
+		free(fs);
+		return ret;
+	}
 	ret = ubt_volume_open(paths, npaths, &fs->opts.vol, &fs->vol);
 	if (ret)
 		goto fail;
@@ -215,6 +221,7 @@ void ubt_fs_close(struct ubt_fs *fs)
 		ubt_tree_ctx_destroy(&fs->tree);
 	ubt_volume_close(fs->vol);
 	pthread_mutex_destroy(&fs->subvol_lock);
+	ubt_icache_destroy(fs);
 	free(fs);
 }
 

@@ -18,17 +18,48 @@
 #include <string.h>
 #include <sys/stat.h>
 
-int ubt_inode_read(struct ubt_fs *fs, const struct ubt_subvol *sv, uint64_t ino,
-		   struct ubt_inode *out)
+void ubt_inode_leaf_facts(const struct ubt_path *path, uint64_t ino, bool *noxattr,
+			  bool *noextents)
+{
+	const struct ubt_eb *leaf = path->nodes[0];
+	int i, n = (int)ubt_eb_nritems(leaf);
+	int xattr = -1, extents = -1;	/* -1 undecided, 0 has some, 1 has none */
+
+	for (i = path->slots[0] + 1; i < n && extents < 0; i++) {
+		struct btrfs_key k;
+		ubt_eb_item_key(leaf, i, &k);
+		bool past = k.objectid != ino;
+		if (xattr < 0 && (past || k.type >= BTRFS_XATTR_ITEM_KEY))
+			xattr = !past && k.type == BTRFS_XATTR_ITEM_KEY ? 0 : 1;
+		if (past || k.type >= BTRFS_EXTENT_DATA_KEY)
+			extents = !past && k.type == BTRFS_EXTENT_DATA_KEY ? 0 : 1;
+	}
+	/* Past the leaf lies the next leaf's first key (the separator at the
+	 * level where the way to it turns): undecided there means unknown,
+	 * except in the tree's last leaf; and a leaf reaching its separator
+	 * breaks the tree's order, so nothing is known from it. */
+	int l = ubt_path_next_level(path);
+	if (l == 0) {
+		xattr = xattr != 0;
+		extents = extents != 0;
+	} else if (n > 0) {
+		struct btrfs_key last, sep;
+		ubt_eb_item_key(leaf, n - 1, &last);
+		ubt_eb_node_key(path->nodes[l], path->slots[l] + 1, &sep);
+		if (btrfs_comp_keys(&last, &sep) >= 0)
+			xattr = extents = 0;
+	}
+	*noxattr = xattr == 1;
+	*noextents = extents == 1;
+}
+
+static int inode_search(struct ubt_fs *fs, const struct ubt_subvol *sv, uint64_t ino,
+			struct btrfs_inode_item *item, bool *noxattr, bool *noextents)
 {
 	struct btrfs_key key = { ino, BTRFS_INODE_ITEM_KEY, 0 };
 	struct ubt_path path;
 	int ret;
 
-	if (ino == BTRFS_EMPTY_SUBVOL_DIR_OBJECTID) {
-		ubt_placeholder_inode(sv, out);
-		return 0;
-	}
 	ubt_path_init(&path);
 	ret = ubt_search_slot(&fs->tree, &sv->root, &key, &path);
 	if (ret == 0) {
@@ -37,16 +68,105 @@ int ubt_inode_read(struct ubt_fs *fs, const struct ubt_subvol *sv, uint64_t ino,
 			ret = UBT_CORRUPT(path.nodes[0]->start, "inode %llu item too small",
 					  (unsigned long long)ino);
 		} else {
-			memcpy(&out->item, ubt_eb_item_data(path.nodes[0], path.slots[0]),
-			       sizeof(out->item));
-			out->ino = ino;
-			out->sv = sv;
+			memcpy(item, ubt_eb_item_data(path.nodes[0], path.slots[0]), sizeof(*item));
+			ubt_inode_leaf_facts(&path, ino, noxattr, noextents);
 		}
 	} else if (ret == 1) {
 		ret = -ENOENT;
 	}
 	ubt_path_release(&fs->tree, &path);
 	return ret;
+}
+
+/* Does the tree hold an item (ino, type, *)? 1 yes, 0 no, <0 error. */
+static int has_item_type(struct ubt_fs *fs, const struct ubt_subvol *sv, uint64_t ino,
+			 uint8_t type)
+{
+	struct btrfs_key min = { ino, type, 0 }, max = { ino, type, UINT64_MAX };
+	struct ubt_iter it;
+
+	ubt_iter_start(&it, &fs->tree, &sv->root, &min, &max);
+	int ret = ubt_iter_next(&it);
+	ubt_iter_end(&it);
+	return ret == 0 ? 1 : ret == 1 ? 0 : ret;
+}
+
+/* UBTRFS_ICACHE_CHECK: the cache holds that the inode lacks every item of
+ * `type`; the tree must agree.  0 or -EUCLEAN (logged). */
+static int check_none(struct ubt_fs *fs, const struct ubt_subvol *sv, uint64_t ino,
+		      uint8_t type)
+{
+	int ret = has_item_type(fs, sv, ino, type);
+	if (ret == 0)
+		return 0;
+	ubt_log(UBT_LOG_ERROR,
+		"inode cache: subvolume %llu inode %llu has items of type %u the cache says "
+		"it lacks (%d)", (unsigned long long)sv->id, (unsigned long long)ino, type, ret);
+	return -EUCLEAN;
+}
+
+/* UBTRFS_ICACHE_CHECK: a cached inode against its tree. */
+static int check_cached(struct ubt_fs *fs, const struct ubt_subvol *sv, uint64_t ino,
+			const struct btrfs_inode_item *item, bool nx, bool ne)
+{
+	struct btrfs_inode_item fresh;
+	bool fx, fe;
+	int ret = inode_search(fs, sv, ino, &fresh, &fx, &fe);
+
+	if (ret || memcmp(&fresh, item, sizeof(fresh)) != 0) {
+		ubt_log(UBT_LOG_ERROR,
+			"inode cache: subvolume %llu inode %llu differs from its tree (%d)",
+			(unsigned long long)sv->id, (unsigned long long)ino, ret);
+		return -EUCLEAN;
+	}
+	if (nx)
+		ret = check_none(fs, sv, ino, BTRFS_XATTR_ITEM_KEY);
+	if (!ret && ne)
+		ret = check_none(fs, sv, ino, BTRFS_EXTENT_DATA_KEY);
+	return ret;
+}
+
+int ubt_inode_read_facts(struct ubt_fs *fs, const struct ubt_subvol *sv, uint64_t ino,
+			 struct ubt_inode *out, bool *noxattr, bool *noextents)
+{
+	bool nx = false, ne = false;
+	int ret = 0;
+
+	out->ino = ino;
+	out->sv = sv;
+	if (ino == BTRFS_EMPTY_SUBVOL_DIR_OBJECTID) {
+		ubt_placeholder_inode(sv, out);
+	} else if (ubt_icache_get(fs, sv->id, ino, &out->item, &nx, &ne)) {
+		if (ubt_icache_checking(fs))
+			ret = check_cached(fs, sv, ino, &out->item, nx, ne);
+	} else {
+		ret = inode_search(fs, sv, ino, &out->item, &nx, &ne);
+		if (!ret)
+			ubt_icache_put(fs, sv->id, ino, &out->item, nx, ne);
+	}
+	if (noxattr)
+		*noxattr = nx;
+	if (noextents)
+		*noextents = ne;
+	return ret;
+}
+
+int ubt_inode_read(struct ubt_fs *fs, const struct ubt_subvol *sv, uint64_t ino,
+		   struct ubt_inode *out)
+{
+	return ubt_inode_read_facts(fs, sv, ino, out, NULL, NULL);
+}
+
+int ubt_inode_no_xattrs(struct ubt_fs *fs, const struct ubt_subvol *sv, uint64_t ino)
+{
+	if (!ubt_icache_no_xattrs(fs, sv->id, ino))
+		return 0;
+	if (ubt_icache_checking(fs)) {
+		int ret = check_none(fs, sv, ino, BTRFS_XATTR_ITEM_KEY);
+		if (ret)
+			return ret;
+	}
+	return 1;
 }
 
 /*
@@ -283,6 +403,9 @@ ssize_t ubt_xattr_get(struct ubt_fs *fs, const struct ubt_subvol *sv, uint64_t i
 
 	if (ino == BTRFS_EMPTY_SUBVOL_DIR_OBJECTID)
 		return -ENODATA;
+	ret = ubt_inode_no_xattrs(fs, sv, ino);
+	if (ret)
+		return ret > 0 ? -ENODATA : ret;
 	ubt_path_init(&path);
 	ret = ubt_search_slot(&fs->tree, &sv->root, &key, &path);
 	if (ret == 0) {

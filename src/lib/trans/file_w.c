@@ -52,50 +52,23 @@ static bool no_holes(const struct ubt_fs *fs)
 
 static int read_inode(struct fw *w)
 {
-	struct btrfs_key key = { w->ino, BTRFS_INODE_ITEM_KEY, 0 };
-	struct ubt_path path;
-	int ret;
+	const struct ubt_subvol *sv;
+	struct ubt_inode in;
+	int ret = ubt_fs_subvol(w->fs, w->root->objectid, &sv);
 
-	ubt_path_init(&path);
-	ret = ubt_search_slot(&w->fs->tree, &w->root->ref, &key, &path);
-	if (ret == 0) {
-		if (ubt_eb_item_size(path.nodes[0], path.slots[0]) < sizeof(w->inode))
-			ret = -EUCLEAN;
-		else
-			memcpy(&w->inode, ubt_eb_item_data(path.nodes[0], path.slots[0]),
-			       sizeof(w->inode));
-		/* The inode's other items follow in key order: when the leaf
-		 * shows where they end (or it is the tree's last leaf) and no
-		 * EXTENT_DATA is among them, the file has none. */
-		int i, n = (int)ubt_eb_nritems(path.nodes[0]);
-		w->empty = false;
-		for (i = path.slots[0] + 1; i < n; i++) {
-			struct btrfs_key k;
-			ubt_eb_item_key(path.nodes[0], i, &k);
-			if (k.objectid != w->ino || k.type > BTRFS_EXTENT_DATA_KEY) {
-				w->empty = true;
-				break;
-			}
-			if (k.type == BTRFS_EXTENT_DATA_KEY)
-				break;
-		}
-		/* Past the leaf lies the next leaf's first key (the separator
-		 * at the level where the way to it turns): a leaf reaching it
-		 * breaks the tree's order, and nothing is assumed. */
-		int l = ubt_path_next_level(&path);
-		if (i == n) {
-			w->empty = l == 0;
-		} else if (w->empty && l && n > 0) {
-			struct btrfs_key last, sep;
-			ubt_eb_item_key(path.nodes[0], n - 1, &last);
-			ubt_eb_node_key(path.nodes[l], path.slots[l] + 1, &sep);
-			w->empty = btrfs_comp_keys(&last, &sep) < 0;
-		}
-	} else if (ret == 1) {
-		ret = -ENOENT;
-	}
-	ubt_path_release(&w->fs->tree, &path);
+	if (!ret)
+		ret = ubt_inode_read_facts(w->fs, sv, w->ino, &in, NULL, &w->empty);
+	if (!ret)
+		w->inode = in.item;
 	return ret;
+}
+
+/* An EXTENT_DATA item is about to be inserted: the file is no longer
+ * known to have none, here and in the inode cache. */
+static void has_extents(struct fw *w)
+{
+	w->empty = false;
+	ubt_icache_forget_facts(w->fs, w->root->objectid, w->ino, false, true);
 }
 
 static int write_inode(struct fw *w)
@@ -111,10 +84,12 @@ static int write_inode(struct fw *w)
 	w->nbytes_delta = 0;
 	ubt_path_init(&path);
 	ret = ubt_search_slot_w(w->t, w->root, &key, &path, 0);
-	if (ret == 0)
+	if (ret == 0) {
 		memcpy(ubt_eb_witem_data(path.nodes[0], path.slots[0]), &w->inode, sizeof(w->inode));
-	else if (ret == 1)
+		ubt_icache_put(w->fs, w->root->objectid, w->ino, &w->inode, -1, w->empty);
+	} else if (ret == 1) {
 		ret = -ENOENT;
+	}
 	ubt_path_release(&w->fs->tree, &path);
 	return ret;
 }
@@ -154,7 +129,7 @@ static int insert_extent_item(struct fw *w, uint64_t off, const struct btrfs_fil
 	struct btrfs_key key = { w->ino, BTRFS_EXTENT_DATA_KEY, off };
 	uint8_t *p;
 
-	w->empty = false;
+	has_extents(w);
 	int ret = ubt_insert_item(w->t, w->root, &key, sizeof(*fi), &p);
 
 	if (!ret)
@@ -337,7 +312,7 @@ static int write_inline(struct fw *w, const uint8_t *data, size_t len)
 	struct btrfs_key key = { w->ino, BTRFS_EXTENT_DATA_KEY, 0 };
 	uint8_t *p;
 
-	w->empty = false;
+	has_extents(w);
 	int ret = ubt_insert_item(w->t, w->root, &key, (uint32_t)(hdr + len), &p);
 
 	if (ret)

@@ -592,6 +592,8 @@ static int write_inode(struct nsop *o, uint64_t ino, const struct btrfs_inode_it
 		else
 			memcpy(ubt_eb_witem_data(path.nodes[0], path.slots[0]), ii, sizeof(*ii));
 	}
+	if (ret == 0)
+		ubt_icache_put(o->fs, o->subvol, ino, ii, -1, -1);
 	ubt_path_release(&o->fs->tree, &path);
 	return ret;
 }
@@ -710,6 +712,7 @@ static int delete_inode(struct nsop *o, uint64_t ino, const struct btrfs_inode_i
 	struct ubt_iter it;
 	int ret;
 
+	ubt_icache_drop(o->fs, o->subvol, ino);
 	ubt_iter_start(&it, &o->fs->tree, &o->sv->root, &min, &max);
 	while ((ret = ubt_iter_next(&it)) == 0) {
 		if (it.key.type == BTRFS_EXTENT_DATA_KEY) {
@@ -1072,6 +1075,9 @@ int ubt_ns_create(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint6
 	if (ret)
 		return op_end(&o, ret);
 	memcpy(p, &ii, sizeof(ii));
+	/* Known from here: no xattr unless the compression property goes in
+	 * below, no EXTENT_DATA unless it is a symlink. */
+	ubt_icache_put(o.fs, subvol, ino, &ii, plen > 0 ? 0 : 1, lnk ? 0 : 1);
 	ret = ref_add(&o, ino, dir, name, len, index);
 	if (!ret && plen > 0) {
 		uint8_t buf[sizeof(struct btrfs_dir_item) + sizeof(COMPRESSION_XATTR) + sizeof(prop)];
@@ -1780,6 +1786,7 @@ static int xattr_common(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol,
 	if (ret)
 		return ret;
 
+	ubt_icache_forget_facts(o.fs, subvol, ino, true, false);
 	struct btrfs_key key = { ino, BTRFS_XATTR_ITEM_KEY, ubt_name_hash(name, len) };
 	if (remove) {
 		ret = item_remove(&o, &key, E_DIR, 0, name, len);

@@ -680,6 +680,7 @@ void ubt_trans_abort(struct ubt_trans *t, int err)
 	pthread_mutex_unlock(&fs->subvol_lock);
 	for (size_t i = 0; i < t->ndirty; i++)
 		ubt_eb_remove(&fs->tree, t->dirty[i]);
+	ubt_icache_clear(fs);
 	fs->tree.check.super_generation = w->last_committed;
 	trans_free(t);
 }

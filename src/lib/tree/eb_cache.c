@@ -92,10 +92,15 @@ void ubt_tree_set_exclusive(struct ubt_tree_ctx *t, bool on)
 	t->excl = on;
 }
 
+bool ubt_tree_exclusive(const struct ubt_tree_ctx *t)
+{
+	return t->excl && pthread_equal(t->excl_owner, pthread_self());
+}
+
 /* The cache's mutex, unless this thread holds the filesystem exclusively. */
 static bool cache_excl(const struct ubt_tree_ctx *t)
 {
-	return t->excl && pthread_equal(t->excl_owner, pthread_self());
+	return ubt_tree_exclusive(t);
 }
 
 static void cache_lock(struct ubt_tree_ctx *t)

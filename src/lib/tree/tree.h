@@ -67,6 +67,9 @@ int ubt_tree_ctx_init(struct ubt_tree_ctx *t, struct ubt_volume *vol, uint64_t c
  * filesystem exclusively: while on, its cache calls take no mutex.  Call
  * with the exclusion held, before letting go of it. */
 void ubt_tree_set_exclusive(struct ubt_tree_ctx *t, bool on);
+/* The calling thread holds the filesystem exclusively (caches built on the
+ * same rule skip their mutex). */
+bool ubt_tree_exclusive(const struct ubt_tree_ctx *t);
 void ubt_tree_ctx_destroy(struct ubt_tree_ctx *t);
 
 /*
