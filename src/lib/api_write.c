@@ -851,7 +851,8 @@ int ubtrfs_unlink(ubtrfs_fs *f, ubtrfs_ino dir, const char *name)
 		if (!ret && type == BTRFS_FT_REG_FILE)
 			ret = drop_data_if_last(&op, dir.subvol, ino);
 		if (!ret)
-			ret = ubt_ns_unlink(f->ns, op.t, dir.subvol, dir.ino, name, len, op.now);
+			ret = ubt_ns_unlink_ino(f->ns, op.t, dir.subvol, dir.ino, name, len, ino,
+						op.now);
 		ret = op_end_retry(&op, ret, &pass);
 	} while (ret == OP_RETRY);
 	return ret;

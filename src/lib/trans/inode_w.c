@@ -841,14 +841,16 @@ static int ref_room(struct nsop *o, uint64_t ino, uint64_t dir, const char *name
 	return 0;
 }
 
+/* `fresh`: the inode was inserted in this operation and has no name yet
+ * (no reference item to look for). */
 static int ref_add(struct nsop *o, uint64_t ino, uint64_t dir, const char *name, size_t len,
-		   uint64_t index)
+		   uint64_t index, bool fresh)
 {
 	uint8_t buf[sizeof(struct btrfs_inode_extref) + BTRFS_NAME_LEN];
 	struct btrfs_key key = { ino, BTRFS_INODE_REF_KEY, dir };
 	struct entry e;
-	uint32_t isz;
-	int ret = probe(o, &key, E_REF, 0, name, len, &isz, &e);
+	uint32_t isz = 0;
+	int ret = fresh ? 0 : probe(o, &key, E_REF, 0, name, len, &isz, &e);
 
 	if (ret < 0)
 		return ret;
@@ -975,7 +977,7 @@ int ubt_ns_create(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint6
 	struct nsop o;
 	struct btrfs_inode_item dii, ii;
 	uint32_t type = a->mode & S_IFMT;
-	uint64_t ino, index, dummy;
+	uint64_t ino, index;
 	bool lnk = type == S_IFLNK;
 	char prop[64];
 	ssize_t plen = 0;
@@ -998,16 +1000,20 @@ int ubt_ns_create(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint6
 		ret = read_dir(&o, dir, &dii);
 	if (ret)
 		return ret;
-	ret = lookup(&o, dir, name, len, &dummy, NULL);
-	if (ret == 0 || ret == -EXDEV)
+	/* One probe of the name's DIR_ITEM: is the name there (an inode's or
+	 * a subvolume's entry), would a new entry fit in the item? */
+	struct btrfs_key dkey = { dir, BTRFS_DIR_ITEM_KEY, ubt_name_hash(name, len) };
+	struct entry de;
+	uint32_t disz;
+	ret = probe(&o, &dkey, E_DIR, 0, name, len, &disz, &de);
+	if (ret == 1)
 		return -EEXIST;
-	if (ret != -ENOENT)
+	if (ret < 0)
 		return ret;
 	if (lnk && a->target_len > ubt_ns_max_symlink(o.fs))
 		return -ENAMETOOLONG;
-	ret = dirent_room(&o, dir, name, len, 0);
-	if (ret)
-		return ret;
+	if (disz && disz + sizeof(struct btrfs_dir_item) + len > max_item_size(o.fs))
+		return -EOVERFLOW;
 
 	/* Flags and properties the new inode inherits. */
 	uint64_t pflags = btrfs_inode_flags(&dii), flags = 0;
@@ -1078,7 +1084,7 @@ int ubt_ns_create(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint6
 	/* Known from here: no xattr unless the compression property goes in
 	 * below, no EXTENT_DATA unless it is a symlink. */
 	ubt_icache_put(o.fs, subvol, ino, &ii, plen > 0 ? 0 : 1, lnk ? 0 : 1);
-	ret = ref_add(&o, ino, dir, name, len, index);
+	ret = ref_add(&o, ino, dir, name, len, index, true);
 	if (!ret && plen > 0) {
 		uint8_t buf[sizeof(struct btrfs_dir_item) + sizeof(COMPRESSION_XATTR) + sizeof(prop)];
 		struct btrfs_key zero = { 0, 0, 0 };
@@ -1171,7 +1177,7 @@ int ubt_ns_link(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint64_
 		ret = op_reserve(&o, false);
 	if (ret)
 		return ret;
-	ret = ref_add(&o, ino, dir, name, len, index);
+	ret = ref_add(&o, ino, dir, name, len, index, false);
 	if (!ret)
 		ret = dirent_add(&o, dir, name, len, ino, mode_to_ft(btrfs_inode_mode(&ii)), index);
 	if (!ret) {
@@ -1340,13 +1346,16 @@ static int check_deletable(struct nsop *o, uint64_t ino, const struct btrfs_inod
 	return data_deletable(o, ino, ii);
 }
 
+/* `known`: the inode the name leads to, as the caller looked it up in this
+ * operation (0: look it up here). */
 static int unlink_common(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint64_t dir,
-			 const char *name, size_t len, struct ubt_ns_time now, bool rmdir)
+			 const char *name, size_t len, struct ubt_ns_time now, bool rmdir,
+			 uint64_t known)
 {
 	struct nsop o;
 	struct btrfs_inode_item dii, ii;
 	struct ref_loc r;
-	uint64_t ino;
+	uint64_t ino = known;
 	int ret;
 
 	if (len == 0)
@@ -1358,7 +1367,7 @@ static int unlink_common(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol
 		ret = read_dir(&o, dir, &dii);
 	if (ret)
 		return ret;
-	ret = lookup(&o, dir, name, len, &ino, NULL);
+	ret = known ? 0 : lookup(&o, dir, name, len, &ino, NULL);
 	if (ret == -EXDEV)
 		return rmdir ? -EOPNOTSUPP : -EISDIR;
 	if (!ret)
@@ -1395,13 +1404,19 @@ static int unlink_common(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol
 int ubt_ns_unlink(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint64_t dir,
 		  const char *name, size_t len, struct ubt_ns_time now)
 {
-	return unlink_common(ns, t, subvol, dir, name, len, now, false);
+	return unlink_common(ns, t, subvol, dir, name, len, now, false, 0);
+}
+
+int ubt_ns_unlink_ino(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint64_t dir,
+		      const char *name, size_t len, uint64_t ino, struct ubt_ns_time now)
+{
+	return unlink_common(ns, t, subvol, dir, name, len, now, false, ino);
 }
 
 int ubt_ns_rmdir(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint64_t dir,
 		 const char *name, size_t len, struct ubt_ns_time now)
 {
-	return unlink_common(ns, t, subvol, dir, name, len, now, true);
+	return unlink_common(ns, t, subvol, dir, name, len, now, true, 0);
 }
 
 /* ---- rename ---------------------------------------------------------------- */
@@ -1553,7 +1568,7 @@ int ubt_ns_rename(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint6
 	if (!ret && has_tgt)
 		ret = remove_name(&o, newdir, newname, newlen, tgt, &tii, &tref, 2);
 	if (!ret)
-		ret = ref_add(&o, src, newdir, newname, newlen, index);
+		ret = ref_add(&o, src, newdir, newname, newlen, index, false);
 	if (!ret)
 		ret = dirent_add(&o, newdir, newname, newlen, src,
 				 mode_to_ft(btrfs_inode_mode(&sii)), index);
@@ -1667,11 +1682,11 @@ int ubt_ns_exchange(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uin
 	if (!ret)
 		ret = ref_remove(&o, b, dir2, name2, len2, &bref);
 	if (!ret)
-		ret = ref_add(&o, a, dir2, name2, len2, aidx);
+		ret = ref_add(&o, a, dir2, name2, len2, aidx, false);
 	if (!ret)
 		ret = dirent_add(&o, dir2, name2, len2, a, mode_to_ft(btrfs_inode_mode(&ai)), aidx);
 	if (!ret)
-		ret = ref_add(&o, b, dir1, name1, len1, bidx);
+		ret = ref_add(&o, b, dir1, name1, len1, bidx, false);
 	if (!ret)
 		ret = dirent_add(&o, dir1, name1, len1, b, mode_to_ft(btrfs_inode_mode(&bi)), bidx);
 	if (!ret) {

@@ -117,6 +117,10 @@ int ubt_ns_link(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint64_
  * with its last name. */
 int ubt_ns_unlink(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint64_t dir,
 		  const char *name, size_t len, struct ubt_ns_time now);
+/* The same, for a name the caller has looked up in the same operation
+ * (ubt_ns_lookup: it leads to inode `ino`); the lookup is not repeated. */
+int ubt_ns_unlink_ino(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint64_t dir,
+		      const char *name, size_t len, uint64_t ino, struct ubt_ns_time now);
 
 /* Remove an empty directory. */
 int ubt_ns_rmdir(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint64_t dir,
