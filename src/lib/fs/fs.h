@@ -73,7 +73,7 @@ int ubt_fs_subvol(struct ubt_fs *fs, uint64_t id, const struct ubt_subvol **out)
  * ubt_inode_read.  Whoever changes a tree of an open filesystem (the write
  * engine) must keep it current: ubt_icache_put after writing or inserting
  * an INODE_ITEM, ubt_icache_drop after deleting one, ubt_icache_forget_facts
- * after adding an XATTR_ITEM or EXTENT_DATA item, ubt_icache_clear when the
+ * before adding an XATTR_ITEM or EXTENT_DATA item, ubt_icache_clear when the
  * trees go back to an older state (an abort).  The facts are -1 (keep), 0
  * (unknown) or 1 (known: the inode has no XATTR_ITEM / no EXTENT_DATA item).
  */

@@ -97,8 +97,8 @@ static int check_none(struct ubt_fs *fs, const struct ubt_subvol *sv, uint64_t i
 		      uint8_t type)
 {
 	int ret = has_item_type(fs, sv, ino, type);
-	if (ret == 0)
-		return 0;
+	if (ret <= 0)
+		return ret;	/* agrees, or the tree could not be read */
 	ubt_log(UBT_LOG_ERROR,
 		"inode cache: subvolume %llu inode %llu has items of type %u the cache says "
 		"it lacks (%d)", (unsigned long long)sv->id, (unsigned long long)ino, type, ret);
@@ -113,6 +113,8 @@ static int check_cached(struct ubt_fs *fs, const struct ubt_subvol *sv, uint64_t
 	bool fx, fe;
 	int ret = inode_search(fs, sv, ino, &fresh, &fx, &fe);
 
+	if (ret && ret != -ENOENT)
+		return ret;	/* the tree could not be read: not the cache's fault */
 	if (ret || memcmp(&fresh, item, sizeof(fresh)) != 0) {
 		ubt_log(UBT_LOG_ERROR,
 			"inode cache: subvolume %llu inode %llu differs from its tree (%d)",

@@ -56,6 +56,8 @@ static int read_inode(struct fw *w)
 	struct ubt_inode in;
 	int ret = ubt_fs_subvol(w->fs, w->root->objectid, &sv);
 
+	if (w->ino == BTRFS_EMPTY_SUBVOL_DIR_OBJECTID)
+		return -ENOENT;	/* no item: ubt_inode_read's placeholder is for readers */
 	if (!ret)
 		ret = ubt_inode_read_facts(w->fs, sv, w->ino, &in, NULL, &w->empty);
 	if (!ret)
