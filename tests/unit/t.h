@@ -57,6 +57,18 @@ static inline int t_skip(const char *why)
 	return 77;
 }
 
+/* xorshift64: the unit tests' deterministic pseudo-random numbers
+ * (*state must start non-zero). */
+static inline uint64_t t_xorshift64(uint64_t *state)
+{
+	uint64_t x = *state;
+
+	x ^= x << 13;
+	x ^= x >> 7;
+	x ^= x << 17;
+	return *state = x;
+}
+
 static inline int t_finish(void)
 {
 	if (t_failures) {

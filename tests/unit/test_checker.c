@@ -1648,10 +1648,7 @@ static uint64_t rng = 0x9e3779b97f4a7c15ULL;
 
 static uint64_t rnd(void)
 {
-	rng ^= rng << 13;
-	rng ^= rng >> 7;
-	rng ^= rng << 17;
-	return rng;
+	return t_xorshift64(&rng);
 }
 
 struct garbage_stats {

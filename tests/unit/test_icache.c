@@ -35,10 +35,7 @@ static uint64_t rng_state = 0x9e3779b97f4a7c15ULL;
 
 static uint64_t rnd(void)
 {
-	rng_state ^= rng_state << 13;
-	rng_state ^= rng_state >> 7;
-	rng_state ^= rng_state << 17;
-	return rng_state;
+	return t_xorshift64(&rng_state);
 }
 
 /* The item a (subvolume, inode, version) stands for: every byte depends on
@@ -155,9 +152,7 @@ static void *thread_run(void *arg)
 	long bad = 0;
 
 	for (int i = 0; i < 100000; i++) {
-		x ^= x << 13;
-		x ^= x >> 7;
-		x ^= x << 17;
+		t_xorshift64(&x);
 		uint64_t ino = 256 + x % 20000;
 		bool nx, ne;
 		if (x & 1) {
