@@ -120,6 +120,18 @@ UBTRFS_API bool ubtrfs_is_readonly(const ubtrfs_fs *fs);
 typedef void (*ubtrfs_block_fn)(void *ctx);
 UBTRFS_API void ubtrfs_set_block_hook(ubtrfs_fs *fs, ubtrfs_block_fn fn, void *ctx);
 
+/*
+ * A function the library calls once per handle, when a write call or a
+ * commit ends with the running transaction aborted (readers are back at
+ * the last commit; every later write returns -EROFS): on that call's
+ * thread, before it returns, with the handle's write lock held.  A server
+ * that let its clients cache names and attributes drops them here (the
+ * FUSE driver).  The hook must not call into the library.  NULL removes
+ * it; set it before other threads use the handle.
+ */
+typedef void (*ubtrfs_abort_fn)(void *ctx);
+UBTRFS_API void ubtrfs_set_abort_hook(ubtrfs_fs *fs, ubtrfs_abort_fn fn, void *ctx);
+
 /* An inode: the subvolume (tree id) and the inode number inside it. */
 typedef struct ubtrfs_ino {
 	uint64_t subvol;

@@ -1410,6 +1410,38 @@ static void block_hook(void *ctx)
 	ubtrfs_fuse_loop_yield();
 }
 
+/*
+ * The write transaction was aborted (the library's abort hook, called
+ * once with its write lock held): readers are back at the last commit,
+ * but the kernel caches names for a day, among them names the aborted
+ * transaction made (positive entries) or removed (negative ones).
+ * FUSE_NOTIFY_INC_EPOCH (Linux 6.16, protocol 7.44) makes the kernel look
+ * every cached name up again and drop its readdir caches.  libfuse 3.14
+ * cannot send it, so it is written here: an out header whose unique is 0
+ * and whose error field is the notify code.  Attributes are cached for
+ * RW_ATTR_TIMEOUT only.
+ */
+#define UBT_FUSE_NOTIFY_INC_EPOCH 8
+static void abort_hook(void *ctx)
+{
+	struct fuse_state *s = ctx;
+	struct {
+		uint32_t len;
+		int32_t error;
+		uint64_t unique;
+	} oh = { sizeof(oh), UBT_FUSE_NOTIFY_INC_EPOCH, 0 };
+	ssize_t n = write(fuse_session_fd(s->se), &oh, sizeof(oh));
+
+	if (n == (ssize_t)sizeof(oh))
+		fprintf(stderr, "ubtrfs: the write transaction was aborted; the kernel looks "
+			"every cached name up again\n");
+	else
+		fprintf(stderr, "ubtrfs: the write transaction was aborted; the kernel cannot "
+			"be told to drop its cached names (FUSE_NOTIFY_INC_EPOCH: %s): names "
+			"made or removed since the last commit may show until the unmount\n",
+			n < 0 ? strerror(errno) : "short write");
+}
+
 int ubtrfs_fuse_serve(ubtrfs_fs *fs, const struct ubtrfs_fuse_opts *o)
 {
 	struct fuse_state s = { 0 };
@@ -1491,6 +1523,8 @@ int ubtrfs_fuse_serve(ubtrfs_fs *fs, const struct ubtrfs_fuse_opts *o)
 	 * to wait lets another thread read on (loop.c).  The hook is set
 	 * before any other thread uses the handle. */
 	ubtrfs_set_block_hook(fs, block_hook, NULL);
+	if (s.rw)
+		ubtrfs_set_abort_hook(fs, abort_hook, &s);
 	/* Threads after daemonizing: fork keeps only the calling thread. */
 	if (s.rw && pthread_create(&s.timer, NULL, commit_timer, &s) == 0)
 		s.timer_running = true;
@@ -1500,6 +1534,7 @@ out_unmount:
 	stop_timer(&s);
 	xattr_scan_end(&s);
 	ubtrfs_set_block_hook(fs, NULL, NULL);
+	ubtrfs_set_abort_hook(fs, NULL, NULL);
 	fuse_session_unmount(se);
 out_signals:
 	fuse_remove_signal_handlers(se);

@@ -221,6 +221,12 @@ void ubtrfs_set_block_hook(ubtrfs_fs *f, ubtrfs_block_fn fn, void *ctx)
 	f->block_ctx = ctx;
 }
 
+void ubtrfs_set_abort_hook(ubtrfs_fs *f, ubtrfs_abort_fn fn, void *ctx)
+{
+	f->abort_hook = fn;
+	f->abort_ctx = ctx;
+}
+
 /* ---- features ---------------------------------------------------------- */
 
 void ubtrfs_supported_features(struct ubtrfs_feature_report *out)

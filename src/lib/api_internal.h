@@ -33,6 +33,11 @@ struct ubtrfs_fs {
 	/* Called before this thread waits (ubtrfs_set_block_hook). */
 	ubtrfs_block_fn block_hook;
 	void *block_ctx;
+	/* Called once when a write call ends with the transaction aborted
+	 * (ubtrfs_set_abort_hook); abort_told: it was. */
+	ubtrfs_abort_fn abort_hook;
+	void *abort_ctx;
+	bool abort_told;
 	/* Writable handles (api_write.c): namespace state and the running
 	 * transaction, started by the first write, ended by ubtrfs_commit. */
 	struct ubt_ns *ns;
@@ -80,8 +85,12 @@ static inline void ubt_api_wrlock(ubtrfs_fs *f)
 	}
 	ubt_api_set_excl(f, true);
 }
+/* The write call ends: tell the abort hook if the transaction is gone
+ * (api_write.c). */
+void ubt_api_tell_abort(ubtrfs_fs *f);
 static inline void ubt_api_wrunlock(ubtrfs_fs *f)
 {
+	ubt_api_tell_abort(f);
 	ubt_api_set_excl(f, false);
 	pthread_rwlock_unlock(&f->lock);
 	pthread_mutex_unlock(&f->wlock);

@@ -443,6 +443,15 @@ int ubt_api_write_init(ubtrfs_fs *f)
 	return ret;
 }
 
+void ubt_api_tell_abort(ubtrfs_fs *f)
+{
+	if (f->abort_told || !f->fs->wr || !f->fs->wr->aborted)
+		return;
+	f->abort_told = true;
+	if (f->abort_hook)
+		f->abort_hook(f->abort_ctx);
+}
+
 /* With both locks held (ubt_api_wrlock); `lock` is let go while the
  * blocks are written, so that readers run meanwhile. */
 static int commit_locked(ubtrfs_fs *f)

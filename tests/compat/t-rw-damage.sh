@@ -11,6 +11,11 @@
 #     messages name the block;
 #   - the mount has turned read-only: creating another file fails with
 #     EROFS, and a file whose checksums are elsewhere still reads back;
+#   - the kernel's cached names follow the last commit again (on Linux
+#     6.16 or later, which the daemon can ask to look every name up again):
+#     a file removed in the aborted transaction (f0005, unlinked just
+#     before the failing write) is there, and the failed new file is not,
+#     by name and in the directory listing;
 #   - the daemon exits 0 after the unmount, without a sanitizer report;
 #   - no superblock was written: the last commit stays the last (new data
 #     may have gone to free space, which no commit references).
@@ -69,10 +74,27 @@ supers() {
 }
 before=$(supers)
 
+# FUSE_NOTIFY_INC_EPOCH came with Linux 6.16.
+kver=$(uname -r)
+kmaj=${kver%%.*}
+kmin=${kver#*.}
+kmin=${kmin%%[!0-9]*}
+epoch=0
+if ((kmaj > 6 || (kmaj == 6 && kmin >= 16))); then
+	epoch=1
+else
+	oracle_log "Linux $kver has no FUSE_NOTIFY_INC_EPOCH: the cached-name cells are not run"
+fi
 ro_fuse_up "$mnt" "$T/damage.log" rw "$img" || { ro_show "$T/damage.log"; oracle_fail "rw mount of the damaged image did not come up"; }
-"$ORACLE_PYTHON" - "$mnt" >"$T/probe.out" 2>&1 <<'PY' || ro_fail "the damaged filesystem misbehaved: $(cat "$T/probe.out")"
+"$ORACLE_PYTHON" - "$mnt" "$epoch" >"$T/probe.out" 2>&1 <<'PY' || ro_fail "the damaged filesystem misbehaved: $(cat "$T/probe.out")"
 import errno, os, sys
 m = sys.argv[1]
+epoch = sys.argv[2] == "1"
+# Removed in the transaction that is about to fail: the kernel caches
+# the name as absent (for a day).
+os.unlink(os.path.join(m, "f0005"))
+if os.path.exists(os.path.join(m, "f0005")):
+    sys.exit("f0005 still there after its unlink")
 try:
     with open(os.path.join(m, "victim"), "wb") as f:
         f.write(b"v" * 20000)
@@ -92,10 +114,24 @@ except OSError as e:
 with open(os.path.join(m, "f0003"), "rb") as f:
     if f.read() != b"3" * 5000:
         sys.exit("f0003 does not read back")
-print("EIO, then read-only; other files read back")
+if epoch:
+    names = os.listdir(m)
+    if not os.path.exists(os.path.join(m, "f0005")) or "f0005" not in names:
+        sys.exit("f0005, removed by the aborted transaction, is still missing "
+                 "(the kernel's cached names were not dropped)")
+    with open(os.path.join(m, "f0005"), "rb") as f:
+        if f.read() != b"5" * 5000:
+            sys.exit("f0005 does not read back after the abort")
+    if os.path.exists(os.path.join(m, "victim")) or "victim" in names:
+        sys.exit("victim, made by the aborted transaction, is still there")
+print("EIO, then read-only; other files read back; cached names follow the last commit")
 PY
 ro_fuse_down "damaged" "$mnt" "$T/damage.log"
 grep -q "$leaf" "$T/damage.log" || { ro_show "$T/damage.log"; ro_fail "the daemon's messages do not name block $leaf"; }
+if ((epoch)); then
+	grep -q "the kernel looks every cached name up again" "$T/damage.log" ||
+		{ ro_show "$T/damage.log"; ro_fail "the daemon did not tell the kernel to drop its cached names"; }
+fi
 after=$(supers)
 [[ $before == "$after" ]] || ro_fail "a superblock was written after the damage (the last commit must stay the last)"
 
