@@ -122,7 +122,8 @@ UBTRFS_API void ubtrfs_set_block_hook(ubtrfs_fs *fs, ubtrfs_block_fn fn, void *c
 
 /*
  * A function the library calls once per handle, when a write call or a
- * commit ends with the running transaction aborted (readers are back at
+ * commit (not the one in ubtrfs_close) ends with the running transaction
+ * aborted (readers are back at
  * the last commit; every later write returns -EROFS): on that call's
  * thread, before it returns, with the handle's write lock held.  A server
  * that let its clients cache names and attributes drops them here (the

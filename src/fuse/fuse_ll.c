@@ -1416,7 +1416,8 @@ static void block_hook(void *ctx)
  * but the kernel caches names for a day, among them names the aborted
  * transaction made (positive entries) or removed (negative ones).
  * FUSE_NOTIFY_INC_EPOCH (Linux 6.16, protocol 7.44) makes the kernel look
- * every cached name up again and drop its readdir caches.  libfuse 3.14
+ * every cached name up again (listings follow the directory's mtime
+ * within RW_ATTR_TIMEOUT, as before).  libfuse 3.14
  * cannot send it, so it is written here: an out header whose unique is 0
  * and whose error field is the notify code.  Attributes are cached for
  * RW_ATTR_TIMEOUT only.

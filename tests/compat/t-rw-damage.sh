@@ -85,7 +85,8 @@ if ((kmaj > 6 || (kmaj == 6 && kmin >= 16))); then
 else
 	oracle_log "Linux $kver has no FUSE_NOTIFY_INC_EPOCH: the cached-name cells are not run"
 fi
-ro_fuse_up "$mnt" "$T/damage.log" rw "$img" || { ro_show "$T/damage.log"; oracle_fail "rw mount of the damaged image did not come up"; }
+# No timer commit may land between the unlink and the failing write.
+ro_fuse_up "$mnt" "$T/damage.log" rw,commit=3600 "$img" || { ro_show "$T/damage.log"; oracle_fail "rw mount of the damaged image did not come up"; }
 "$ORACLE_PYTHON" - "$mnt" "$epoch" >"$T/probe.out" 2>&1 <<'PY' || ro_fail "the damaged filesystem misbehaved: $(cat "$T/probe.out")"
 import errno, os, sys
 m = sys.argv[1]
