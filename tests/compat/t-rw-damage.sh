@@ -132,6 +132,9 @@ grep -q "$leaf" "$T/damage.log" || { ro_show "$T/damage.log"; ro_fail "the daemo
 if ((epoch)); then
 	grep -q "the kernel looks every cached name up again" "$T/damage.log" ||
 		{ ro_show "$T/damage.log"; ro_fail "the daemon did not tell the kernel to drop its cached names"; }
+else
+	grep -q "the kernel cannot be told to drop its cached names" "$T/damage.log" ||
+		{ ro_show "$T/damage.log"; ro_fail "the daemon's log does not say the kernel keeps its cached names"; }
 fi
 after=$(supers)
 [[ $before == "$after" ]] || ro_fail "a superblock was written after the damage (the last commit must stay the last)"

@@ -196,7 +196,6 @@ bool ubt_icache_no_xattrs(struct ubt_fs *fs, uint64_t subvol, uint64_t ino)
 	return known;
 }
 
-
 void ubt_icache_clear(struct ubt_fs *fs)
 {
 	if (!fs->icache)

@@ -902,21 +902,35 @@ static uint8_t mode_to_ft(uint32_t mode)
 	}
 }
 
+/* The DIR_ITEM of the name's hash: 1 the name is in it (an inode's or a
+ * subvolume's entry), 0 not, <0 error; *isz its size (0: no item). */
+static int dirent_probe(struct nsop *o, uint64_t dir, const char *name, size_t len,
+			uint32_t *isz)
+{
+	struct btrfs_key key = { dir, BTRFS_DIR_ITEM_KEY, ubt_name_hash(name, len) };
+	struct entry e;
+
+	return probe(o, &key, E_DIR, 0, name, len, isz, &e);
+}
+
+/* Would a new entry fit in a DIR_ITEM of `isz` bytes?  0 or -EOVERFLOW. */
+static int dirent_fits(struct nsop *o, uint32_t isz, size_t len)
+{
+	if (isz && isz + sizeof(struct btrfs_dir_item) + len > max_item_size(o->fs))
+		return -EOVERFLOW;
+	return 0;
+}
+
 /* Would a new entry fit in the DIR_ITEM of its hash?  `freed`: bytes the
  * operation removes from that item first.  0 or -EOVERFLOW. */
 static int dirent_room(struct nsop *o, uint64_t dir, const char *name, size_t len, uint32_t freed)
 {
-	struct btrfs_key key = { dir, BTRFS_DIR_ITEM_KEY, ubt_name_hash(name, len) };
-	struct entry e;
 	uint32_t isz;
-	int ret = probe(o, &key, E_DIR, 0, name, len, &isz, &e);
+	int ret = dirent_probe(o, dir, name, len, &isz);
 
 	if (ret < 0)
 		return ret;
-	isz -= UBT_MIN(isz, freed);
-	if (isz && isz + sizeof(struct btrfs_dir_item) + len > max_item_size(o->fs))
-		return -EOVERFLOW;
-	return 0;
+	return dirent_fits(o, isz - UBT_MIN(isz, freed), len);
 }
 
 static int dirent_add(struct nsop *o, uint64_t dir, const char *name, size_t len, uint64_t ino,
@@ -1000,20 +1014,19 @@ int ubt_ns_create(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint6
 		ret = read_dir(&o, dir, &dii);
 	if (ret)
 		return ret;
-	/* One probe of the name's DIR_ITEM: is the name there (an inode's or
-	 * a subvolume's entry), would a new entry fit in the item? */
-	struct btrfs_key dkey = { dir, BTRFS_DIR_ITEM_KEY, ubt_name_hash(name, len) };
-	struct entry de;
+	/* One probe of the name's DIR_ITEM: is the name there, would a new
+	 * entry fit in the item? */
 	uint32_t disz;
-	ret = probe(&o, &dkey, E_DIR, 0, name, len, &disz, &de);
+	ret = dirent_probe(&o, dir, name, len, &disz);
 	if (ret == 1)
 		return -EEXIST;
 	if (ret < 0)
 		return ret;
 	if (lnk && a->target_len > ubt_ns_max_symlink(o.fs))
 		return -ENAMETOOLONG;
-	if (disz && disz + sizeof(struct btrfs_dir_item) + len > max_item_size(o.fs))
-		return -EOVERFLOW;
+	ret = dirent_fits(&o, disz, len);
+	if (ret)
+		return ret;
 
 	/* Flags and properties the new inode inherits. */
 	uint64_t pflags = btrfs_inode_flags(&dii), flags = 0;

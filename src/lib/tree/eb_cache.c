@@ -98,20 +98,15 @@ bool ubt_tree_exclusive(const struct ubt_tree_ctx *t)
 }
 
 /* The cache's mutex, unless this thread holds the filesystem exclusively. */
-static bool cache_excl(const struct ubt_tree_ctx *t)
-{
-	return ubt_tree_exclusive(t);
-}
-
 static void cache_lock(struct ubt_tree_ctx *t)
 {
-	if (!cache_excl(t))
+	if (!ubt_tree_exclusive(t))
 		pthread_mutex_lock(&t->lock);
 }
 
 static void cache_unlock(struct ubt_tree_ctx *t)
 {
-	if (!cache_excl(t))
+	if (!ubt_tree_exclusive(t))
 		pthread_mutex_unlock(&t->lock);
 }
 
