@@ -20,8 +20,10 @@
  *     the brute-force optimum in part 1), an empty leaf after deleting
  *     everything, csum-item front truncation, header init and sealing.
  *  4. hostile: damaged and random blocks and random arguments; run under
- *     ASan, every call stays inside the block, and a failing call changes
- *     nothing.
+ *     ASan, every call stays inside the block, a failing call changes
+ *     nothing, and a call on a block that is not what it needs fails (the
+ *     changes inside one leaf need a sound item table from their slot on,
+ *     the rest a sound block).
  *
  * UBTRFS_TEST_SEED=n (decimal or 0x hex) replays a run (the seed is
  * printed); UBTRFS_BLOCKOPS_OPS=n sets the operations per leaf run (nodes
@@ -1935,13 +1937,26 @@ static void damage(uint8_t *b)
 }
 
 /* Independent of blockops.c: is this a leaf whose item table is consistent? */
-static bool ref_leaf_ok(const uint8_t *b)
+/*
+ * The item table from item @from on (the whole table for 0 or a slot out
+ * of range): item from - 1 starts inside the data area, each item's data
+ * ends where the previous one's starts, the lowest is above the headers.
+ * The changes inside one leaf (insert, delete, extend, truncate) check
+ * this from their slot; everything else checks the whole table.
+ */
+static bool ref_leaf_ok_from(const uint8_t *b, int from)
 {
-	uint32_t n = ubt_get_le32(b + 96), end = cap;
+	uint32_t n = ubt_get_le32(b + 96), end = cap, first = 0;
 
 	if (b[100] != 0 || (uint64_t)n * ISZ > cap)
 		return false;
-	for (uint32_t i = 0; i < n; i++) {
+	if (from > 0 && (uint32_t)from <= n) {
+		first = (uint32_t)from;
+		end = ubt_get_le32(b + HDR + (first - 1) * ISZ + 17);
+		if (end > cap)
+			return false;
+	}
+	for (uint32_t i = first; i < n; i++) {
 		const uint8_t *it = b + HDR + i * ISZ;
 		uint64_t off = ubt_get_le32(it + 17), size = ubt_get_le32(it + 21);
 
@@ -1950,6 +1965,11 @@ static bool ref_leaf_ok(const uint8_t *b)
 		end = (uint32_t)off;
 	}
 	return end >= n * ISZ;
+}
+
+static bool ref_leaf_ok(const uint8_t *b)
+{
+	return ref_leaf_ok_from(b, 0);
 }
 
 static bool ref_node_ok(const uint8_t *b)
@@ -1982,8 +2002,12 @@ static void hostile_call(uint8_t *a, uint8_t *b)
 	}
 	snap(a, b);
 	uint32_t op = rnd_below(22);
-	/* Everything but the O(1) leaf readers (0..3) checks the whole block. */
-	if (op >= 4 && op <= 13)
+	/* The O(1) leaf readers (0..3) check what they read, the changes in
+	 * one leaf (4..7) the table from their slot, everything else the
+	 * whole block. */
+	if (op >= 4 && op <= 7)
+		valid = ref_leaf_ok_from(a, slot);
+	else if (op >= 8 && op <= 13)
 		valid = (op >= 9 && op <= 11) ? lab : la;
 	else if (op >= 14)
 		valid = op >= 18 ? nab : na;

@@ -808,32 +808,75 @@ int ubt_search_slot_w(struct ubt_trans *t, struct ubt_wroot *root, const struct 
 	return search_w(t, root, key, path, ins_len, false);
 }
 
-int ubt_insert_item(struct ubt_trans *t, struct ubt_wroot *root, const struct btrfs_key *key,
-		    uint32_t size, uint8_t **data)
+/*
+ * The lowest key after path->nodes[0] (the first key of the next leaf), from
+ * the parents on the path: false when the leaf is the last one.
+ */
+static bool next_leaf_key(const struct ubt_path *path, struct btrfs_key *key)
+{
+	for (int level = 1; level < BTRFS_MAX_LEVEL && path->nodes[level]; level++) {
+		const struct ubt_eb *eb = path->nodes[level];
+		if (path->slots[level] + 1 < (int)ubt_eb_nritems(eb)) {
+			ubt_eb_node_key(eb, path->slots[level] + 1, key);
+			return true;
+		}
+	}
+	return false;
+}
+
+int ubt_insert_items(struct ubt_trans *t, struct ubt_wroot *root, const struct btrfs_key *keys,
+		     const uint32_t *sizes, int n, uint8_t **data)
 {
 	struct ubt_path path;
 	uint32_t ns = nodesize_of(t);
+	uint64_t total = 0;
 	int ret;
 
-	if (size + sizeof(struct btrfs_item) > btrfs_leaf_data_size(ns))
+	if (n < 1)
+		return -EINVAL;
+	for (int i = 0; i < n; i++) {
+		total += sizes[i] + sizeof(struct btrfs_item);
+		if (i > 0 && btrfs_comp_keys(&keys[i - 1], &keys[i]) >= 0)
+			return -EINVAL;
+	}
+	if (total > btrfs_leaf_data_size(ns))
 		return -E2BIG;
 	ubt_path_init(&path);
-	ret = search_w(t, root, key, &path, (int)(size + sizeof(struct btrfs_item)), false);
+	/* Room for all of them at the slot of the first key. */
+	ret = search_w(t, root, &keys[0], &path, (int)total, false);
 	if (ret == 0)
 		ret = -EEXIST;
 	if (ret == 1) {
 		struct ubt_eb *leaf = path.nodes[0];
 		int slot = path.slots[0];
-		ret = ubt_leaf_insert_item(leaf->data, ns, slot, key, size);
-		if (!ret && slot == 0 && path.nodes[1])
-			ret = fixup_low_keys(t, &path, 1, key);
-		if (!ret && data)
-			*data = ubt_eb_witem_data(leaf, slot);
-		if (ret)
-			abort_with(t, ret);
+		struct btrfs_key next;
+		bool has_next = slot < (int)ubt_eb_nritems(leaf);
+		/* keys[0] is not there and slot is where it goes; the item
+		 * after it (in this leaf or the next) must be above keys[n - 1]. */
+		if (has_next)
+			ubt_eb_item_key(leaf, slot, &next);
+		else
+			has_next = next_leaf_key(&path, &next);
+		if (has_next && btrfs_comp_keys(&keys[n - 1], &next) >= 0) {
+			ret = -EEXIST;
+		} else {
+			ret = ubt_leaf_insert_items(leaf->data, ns, slot, keys, sizes, n);
+			if (!ret && slot == 0 && path.nodes[1])
+				ret = fixup_low_keys(t, &path, 1, &keys[0]);
+			for (int i = 0; !ret && data && i < n; i++)
+				data[i] = ubt_eb_witem_data(leaf, slot + i);
+			if (ret)
+				abort_with(t, ret);
+		}
 	}
 	ubt_path_release(&t->w->fs->tree, &path);
 	return ret;
+}
+
+int ubt_insert_item(struct ubt_trans *t, struct ubt_wroot *root, const struct btrfs_key *key,
+		    uint32_t size, uint8_t **data)
+{
+	return ubt_insert_items(t, root, key, &size, 1, data);
 }
 
 /* A leaf less than a third full: merge it into a neighbour or a neighbour

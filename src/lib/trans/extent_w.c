@@ -521,8 +521,41 @@ static int cmp_dref(const void *a, const void *b)
 /*
  * Apply every queued change of one extent: refs[0..n) share bytenr.
  */
+/*
+ * Checksums of freed data extents, deleted a run at a time: ubt_run_drefs
+ * applies extents in bytenr order, and the extents of files written one
+ * after another lie next to each other, as do their checksums.  One
+ * ubt_csum_delete of the run removes whole csum items where one per extent
+ * would cut the front of the same item again and again.  Safe to put off
+ * to the end of the round: nothing in it writes checksums, and the freed
+ * space stays pinned until the commit.
+ */
+struct csum_run {
+	uint64_t start, len;
+};
+
+static int csum_run_flush(struct ubt_trans *t, struct csum_run *run)
+{
+	int ret = run->len ? ubt_csum_delete(t, run->start, run->len) : 0;
+
+	run->len = 0;
+	return ret;
+}
+
+static int csum_run_add(struct ubt_trans *t, struct csum_run *run, uint64_t bytenr, uint64_t len)
+{
+	if (run->len && run->start + run->len == bytenr) {
+		run->len += len;
+		return 0;
+	}
+	int ret = csum_run_flush(t, run);
+	run->start = bytenr;
+	run->len = len;
+	return ret;
+}
+
 static int apply_extent(struct ubt_trans *t, struct ubt_wroot *et, struct ubt_dref *refs,
-			size_t n)
+			size_t n, struct csum_run *csums)
 {
 	struct ubt_wfs *w = t->w;
 	struct ubt_fs *fs = w->fs;
@@ -562,7 +595,7 @@ static int apply_extent(struct ubt_trans *t, struct ubt_wroot *et, struct ubt_dr
 		if (total == 0) {
 			ret = 0;
 			if (!refs[0].tree)
-				ret = ubt_csum_delete(t, bytenr, refs[0].num_bytes);
+				ret = csum_run_add(t, csums, bytenr, refs[0].num_bytes);
 			if (!ret)
 				ret = ubt_bg_account(t, bytenr, refs[0].num_bytes, false);
 			goto out;
@@ -670,7 +703,7 @@ static int apply_extent(struct ubt_trans *t, struct ubt_wroot *et, struct ubt_dr
 		if (x.exists)
 			ret = ubt_delete_key(t, et, &x.key);
 		if (!ret && !refs[0].tree)
-			ret = ubt_csum_delete(t, bytenr, x.key.offset);
+			ret = csum_run_add(t, csums, bytenr, x.key.offset);
 		if (!ret)
 			ret = ubt_bg_account(t, bytenr, refs[0].num_bytes, false);
 		goto out;
@@ -734,6 +767,7 @@ int ubt_run_drefs(struct ubt_trans *t)
 		t->ref_head = t->ref_next = NULL;
 		t->ref_nbuckets = 0;
 		qsort(batch, n, sizeof(*batch), cmp_dref);
+		struct csum_run csums = { 0, 0 };
 		ret = 0;
 		for (size_t i = 0; i < n && !ret;) {
 			size_t j = i;
@@ -750,12 +784,14 @@ int ubt_run_drefs(struct ubt_trans *t)
 			}
 			if (batch[i].new_block && batch[i].tree && !skinny(t->w->fs))
 				fill_first_key(t, &batch[i]);
-			ret = apply_extent(t, et, &batch[i], j - i);
+			ret = apply_extent(t, et, &batch[i], j - i, &csums);
 			if (ret > 0)	/* a search status leaking out is a bug */
 				ret = UBT_CORRUPT(batch[i].bytenr, "extent %llu: status %d",
 						  (unsigned long long)batch[i].bytenr, ret);
 			i = j;
 		}
+		if (!ret)
+			ret = csum_run_flush(t, &csums);
 		free(batch);
 		if (ret)
 			return ret;

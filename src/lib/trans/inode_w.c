@@ -841,16 +841,16 @@ static int ref_room(struct nsop *o, uint64_t ino, uint64_t dir, const char *name
 	return 0;
 }
 
-/* `fresh`: the inode was inserted in this operation and has no name yet
- * (no reference item to look for). */
+/* Add the name to an existing inode's references (a new inode gets its
+ * INODE_REF together with its INODE_ITEM: ubt_ns_create). */
 static int ref_add(struct nsop *o, uint64_t ino, uint64_t dir, const char *name, size_t len,
-		   uint64_t index, bool fresh)
+		   uint64_t index)
 {
 	uint8_t buf[sizeof(struct btrfs_inode_extref) + BTRFS_NAME_LEN];
 	struct btrfs_key key = { ino, BTRFS_INODE_REF_KEY, dir };
 	struct entry e;
 	uint32_t isz = 0;
-	int ret = fresh ? 0 : probe(o, &key, E_REF, 0, name, len, &isz, &e);
+	int ret = probe(o, &key, E_REF, 0, name, len, &isz, &e);
 
 	if (ret < 0)
 		return ret;
@@ -1086,19 +1086,26 @@ int ubt_ns_create(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint6
 	set_time(btrfs_inode_mtime(&ii), now);
 	set_time(btrfs_inode_otime(&ii), now);
 
+	/* The INODE_ITEM and the new name's INODE_REF, (ino 1 0) and (ino 12
+	 * dir): neighbours in the tree, inserted together. */
 	struct btrfs_key key = { ino, BTRFS_INODE_ITEM_KEY, 0 };
-	uint8_t *p;
-	ret = ubt_insert_item(t, o.root, &key, sizeof(ii), &p);
+	struct btrfs_key keys[2] = { key, { ino, BTRFS_INODE_REF_KEY, dir } };
+	uint32_t sizes[2] = { sizeof(ii), (uint32_t)(sizeof(struct btrfs_inode_ref) + len) };
+	uint8_t *data[2], *p;
+	ret = ubt_insert_items(t, o.root, keys, sizes, 2, data);
 	if (ret == -EEXIST)
 		ret = UBT_CORRUPT(0, "new inode number %llu is taken", (unsigned long long)ino);
 	if (ret)
 		return op_end(&o, ret);
-	memcpy(p, &ii, sizeof(ii));
+	memcpy(data[0], &ii, sizeof(ii));
+	struct btrfs_inode_ref *ref = (void *)data[1];
+	btrfs_set_inode_ref_index(ref, index);
+	btrfs_set_inode_ref_name_len(ref, (uint16_t)len);
+	memcpy(data[1] + sizeof(*ref), name, len);
 	/* Known from here: no xattr unless the compression property goes in
 	 * below, no EXTENT_DATA unless it is a symlink. */
 	ubt_icache_put(o.fs, subvol, ino, &ii, plen > 0 ? 0 : 1, lnk ? 0 : 1);
-	ret = ref_add(&o, ino, dir, name, len, index, true);
-	if (!ret && plen > 0) {
+	if (plen > 0) {
 		uint8_t buf[sizeof(struct btrfs_dir_item) + sizeof(COMPRESSION_XATTR) + sizeof(prop)];
 		struct btrfs_key zero = { 0, 0, 0 };
 		uint32_t esz = build_dirent(buf, &zero, t->transid, BTRFS_FT_XATTR, COMPRESSION_XATTR,
@@ -1190,7 +1197,7 @@ int ubt_ns_link(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint64_
 		ret = op_reserve(&o, false);
 	if (ret)
 		return ret;
-	ret = ref_add(&o, ino, dir, name, len, index, false);
+	ret = ref_add(&o, ino, dir, name, len, index);
 	if (!ret)
 		ret = dirent_add(&o, dir, name, len, ino, mode_to_ft(btrfs_inode_mode(&ii)), index);
 	if (!ret) {
@@ -1581,7 +1588,7 @@ int ubt_ns_rename(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint6
 	if (!ret && has_tgt)
 		ret = remove_name(&o, newdir, newname, newlen, tgt, &tii, &tref, 2);
 	if (!ret)
-		ret = ref_add(&o, src, newdir, newname, newlen, index, false);
+		ret = ref_add(&o, src, newdir, newname, newlen, index);
 	if (!ret)
 		ret = dirent_add(&o, newdir, newname, newlen, src,
 				 mode_to_ft(btrfs_inode_mode(&sii)), index);
@@ -1695,11 +1702,11 @@ int ubt_ns_exchange(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uin
 	if (!ret)
 		ret = ref_remove(&o, b, dir2, name2, len2, &bref);
 	if (!ret)
-		ret = ref_add(&o, a, dir2, name2, len2, aidx, false);
+		ret = ref_add(&o, a, dir2, name2, len2, aidx);
 	if (!ret)
 		ret = dirent_add(&o, dir2, name2, len2, a, mode_to_ft(btrfs_inode_mode(&ai)), aidx);
 	if (!ret)
-		ret = ref_add(&o, b, dir1, name1, len1, bidx, false);
+		ret = ref_add(&o, b, dir1, name1, len1, bidx);
 	if (!ret)
 		ret = dirent_add(&o, dir1, name1, len1, b, mode_to_ft(btrfs_inode_mode(&bi)), bidx);
 	if (!ret) {

@@ -213,6 +213,12 @@ int ubt_search_slot_grow(struct ubt_trans *t, struct ubt_wroot *root, const stru
  * (valid until the next tree operation).  -EEXIST if the key exists. */
 int ubt_insert_item(struct ubt_trans *t, struct ubt_wroot *root, const struct btrfs_key *key,
 		    uint32_t size, uint8_t **data);
+/* Insert n >= 1 items with ascending keys, next to each other (no item
+ * between them), sizes[i] bytes each (zeroed), in one leaf; data[i] (if
+ * data) points at each.  -EEXIST, changing nothing, if a key is taken or
+ * another item lies between keys[0] and keys[n - 1]. */
+int ubt_insert_items(struct ubt_trans *t, struct ubt_wroot *root, const struct btrfs_key *keys,
+		     const uint32_t *sizes, int n, uint8_t **data);
 /* Delete `n` items from path->slots[0] in path->nodes[0] (from a search
  * with ins_len -1); merges or frees the leaf as needed.  Releases path. */
 int ubt_del_items(struct ubt_trans *t, struct ubt_wroot *root, struct ubt_path *path, int n);

@@ -13,7 +13,13 @@
  *
  * Each public function decodes its block(s) with leaf_get()/node_get(),
  * which verify the whole item table (leaves) or the pointer count (nodes),
- * then checks its arguments against that, and only then writes.
+ * then checks its arguments against that, and only then writes.  The four
+ * changes a write makes most (insert, delete, extend, truncate of items in
+ * one leaf) verify only the part of the table they move, leaf_get_from():
+ * the items from the slot on, whose data and offsets they shift.  Every
+ * byte they read or write is then inside the block; a damaged entry above
+ * the slot, which they neither read nor move, is left for the tree checker
+ * every dirty block passes before it is written (trans.c).
  *
  * Locks: none (pure functions on caller-owned buffers).
  */
@@ -161,20 +167,25 @@ static int leaf_peek(struct leaf *l, const uint8_t *blk, uint32_t nodesize)
 }
 
 /*
- * Decode and verify a leaf for a change: leaf_peek, then every item's data
- * ending exactly where the previous item's begins (item 0's at cap) and the
+ * Decode and verify a leaf for a change: leaf_peek, then the data of every
+ * item from slot @from on ending exactly where the previous item's begins
+ * (item 0's at cap; item from - 1's start inside the data area) and the
  * lowest item's data above the item headers.  After this every offset and
- * size of the table is safe to compute with.
+ * size of items from - 1 on is safe to compute with (leaf_get: all).
  */
-static int leaf_get(struct leaf *l, const uint8_t *blk, uint32_t nodesize)
+static int leaf_get_from(struct leaf *l, const uint8_t *blk, uint32_t nodesize, int from)
 {
-	uint32_t expect_end;
+	uint32_t expect_end, first;
 	int ret = leaf_peek(l, blk, nodesize);
 
 	if (ret)
 		return ret;
-	expect_end = l->cap;
-	for (uint32_t slot = 0; slot < l->nr; slot++) {
+	/* A slot out of range checks everything (the caller refuses it). */
+	first = from > 0 && (uint32_t)from <= l->nr ? (uint32_t)from : 0;
+	expect_end = first == 0 ? l->cap : l_off(l, first - 1);
+	if (expect_end > l->cap)
+		return -EINVAL;
+	for (uint32_t slot = first; slot < l->nr; slot++) {
 		uint32_t off = l_off(l, slot), size = l_size(l, slot);
 
 		if ((uint64_t)off + size != expect_end)
@@ -185,6 +196,11 @@ static int leaf_get(struct leaf *l, const uint8_t *blk, uint32_t nodesize)
 		return -EINVAL;
 	l->data_start = expect_end;
 	return 0;
+}
+
+static int leaf_get(struct leaf *l, const uint8_t *blk, uint32_t nodesize)
+{
+	return leaf_get_from(l, blk, nodesize, 0);
 }
 
 /* Is [slot, slot + nr) a range of existing items (nr may be 0)? */
@@ -301,7 +317,7 @@ int ubt_leaf_insert_items(uint8_t *blk, uint32_t nodesize, int slot, const struc
 	uint64_t total = 0;
 	uint32_t s, n, d, top, off;
 	struct leaf l;
-	int ret = leaf_get(&l, blk, nodesize);
+	int ret = leaf_get_from(&l, blk, nodesize, slot);
 
 	if (ret)
 		return ret;
@@ -358,7 +374,7 @@ int ubt_leaf_delete_items(uint8_t *blk, uint32_t nodesize, int slot, int nr)
 {
 	uint32_t s, n, bottom, d;
 	struct leaf l;
-	int ret = leaf_get(&l, blk, nodesize);
+	int ret = leaf_get_from(&l, blk, nodesize, slot);
 
 	if (ret)
 		return ret;
@@ -385,7 +401,7 @@ int ubt_leaf_extend_item(uint8_t *blk, uint32_t nodesize, int slot, uint32_t ext
 {
 	uint32_t s, end;
 	struct leaf l;
-	int ret = leaf_get(&l, blk, nodesize);
+	int ret = leaf_get_from(&l, blk, nodesize, slot);
 
 	if (ret)
 		return ret;
@@ -413,7 +429,7 @@ int ubt_leaf_truncate_item(uint8_t *blk, uint32_t nodesize, int slot, uint32_t n
 {
 	uint32_t s, size, off, d, keep_to;
 	struct leaf l;
-	int ret = leaf_get(&l, blk, nodesize);
+	int ret = leaf_get_from(&l, blk, nodesize, slot);
 
 	if (ret)
 		return ret;
