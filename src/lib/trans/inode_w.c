@@ -623,22 +623,28 @@ struct data_drop {
 
 /* What the EXTENT_DATA item at `it` references: 1 a data extent (*d set),
  * 0 nothing (an inline extent or a hole), or -EUCLEAN. */
-static int item_data_ref(const struct ubt_iter *it, struct data_drop *d)
+static int extent_data_ref(uint64_t file_off, const uint8_t *data, uint32_t size, uint64_t where,
+			   struct data_drop *d)
 {
-	const struct btrfs_file_extent_item *fi = (const void *)it->data;
+	const struct btrfs_file_extent_item *fi = (const void *)data;
 
-	if (it->size < btrfs_file_extent_inline_start())
-		return UBT_CORRUPT(it->leaf->start, "file extent item too small");
+	if (size < btrfs_file_extent_inline_start())
+		return UBT_CORRUPT(where, "file extent item too small");
 	if (btrfs_file_extent_type(fi) == BTRFS_FILE_EXTENT_INLINE)
 		return 0;
-	if (it->size < sizeof(*fi))
-		return UBT_CORRUPT(it->leaf->start, "file extent item too small");
+	if (size < sizeof(*fi))
+		return UBT_CORRUPT(where, "file extent item too small");
 	if (btrfs_file_extent_disk_bytenr(fi) == 0)
 		return 0;
 	*d = (struct data_drop){ btrfs_file_extent_disk_bytenr(fi),
 				 btrfs_file_extent_disk_num_bytes(fi),
-				 it->key.offset - btrfs_file_extent_offset(fi) };
+				 file_off - btrfs_file_extent_offset(fi) };
 	return 1;
+}
+
+static int item_data_ref(const struct ubt_iter *it, struct data_drop *d)
+{
+	return extent_data_ref(it->key.offset, it->data, it->size, it->leaf->start, d);
 }
 
 /* Does the inode have data extents (which deleting it would have to free)? */
@@ -677,11 +683,13 @@ static int data_deletable(struct nsop *o, uint64_t ino, const struct btrfs_inode
 	return ret ? -EOPNOTSUPP : 0;
 }
 
-/* Note what the deleted EXTENT_DATA item `it` references, if anything. */
-static int note_drop(const struct ubt_iter *it, struct data_drop **v, size_t *n, size_t *cap)
+/* Note what a deleted EXTENT_DATA item (at file_off: data, size bytes, in
+ * the block at where) references, if anything. */
+static int note_drop(uint64_t file_off, const uint8_t *data, uint32_t size, uint64_t where,
+		     struct data_drop **v, size_t *n, size_t *cap)
 {
 	struct data_drop d;
-	int ret = item_data_ref(it, &d);
+	int ret = extent_data_ref(file_off, data, size, where, &d);
 
 	if (ret <= 0)
 		return ret;
@@ -694,6 +702,63 @@ static int note_drop(const struct ubt_iter *it, struct data_drop **v, size_t *n,
 	}
 	(*v)[(*n)++] = d;
 	return 0;
+}
+
+static void warn_drops(uint64_t ino, size_t nd, const struct btrfs_inode_item *ii)
+{
+	ubt_log(UBT_LOG_WARNING, "inode %llu: %zu data extents under nbytes %llu "
+		"(btrfs check: nbytes wrong); deleted all the same",
+		(unsigned long long)ino, nd, (unsigned long long)btrfs_inode_nbytes(ii));
+}
+
+/*
+ * delete_inode's usual case in one search: every item of the inode in the
+ * leaf where its first one is, with items of a later inode after them.  1:
+ * not so (nothing changed), 0 deleted, <0 error.
+ */
+static int delete_inode_leaf(struct nsop *o, uint64_t ino, const struct btrfs_inode_item *ii)
+{
+	struct btrfs_key key = { ino, 0, 0 }, k;
+	struct data_drop *drops = NULL;
+	size_t nd = 0, dcap = 0;
+	struct ubt_path path;
+	int ret, run = 0;
+
+	ubt_path_init(&path);
+	ret = ubt_search_slot_w(o->t, o->root, &key, &path, -1);
+	if (ret < 0)
+		goto out;
+	struct ubt_eb *leaf = path.nodes[0];
+	int slot = path.slots[0], nr = (int)ubt_eb_nritems(leaf);
+	ret = 1;
+	for (; slot + run < nr; run++) {
+		ubt_eb_item_key(leaf, slot + run, &k);
+		if (k.objectid != ino)
+			break;
+		if (k.type == BTRFS_EXTENT_DATA_KEY) {
+			int r = note_drop(k.offset, ubt_eb_item_data(leaf, slot + run),
+					  ubt_eb_item_size(leaf, slot + run), leaf->start, &drops, &nd,
+					  &dcap);
+			if (r) {
+				ret = r;
+				goto out;
+			}
+		}
+	}
+	if (run == 0 || slot + run == nr)
+		goto out;	/* none here, or more may follow in the next leaf */
+	if (nd > UBT_NS_DROP_SECTORS && ubt_ns_drops_data(o->fs, btrfs_inode_nbytes(ii)))
+		warn_drops(ino, nd, ii);
+	ret = ubt_del_items(o->t, o->root, &path, run);	/* releases the path */
+	for (size_t i = 0; i < nd && !ret; i++)
+		ret = ubt_file_data_unref(o->t, o->root, ino, drops[i].bytenr, drops[i].num_bytes,
+					  drops[i].ref_offset);
+	free(drops);
+	return ret;
+out:
+	ubt_path_release(&o->fs->tree, &path);
+	free(drops);
+	return ret;
 }
 
 /* Delete every item of an inode (its last link is gone), with one data
@@ -713,10 +778,14 @@ static int delete_inode(struct nsop *o, uint64_t ino, const struct btrfs_inode_i
 	int ret;
 
 	ubt_icache_drop(o->fs, o->subvol, ino);
+	ret = delete_inode_leaf(o, ino, ii);
+	if (ret != 1)
+		return ret;
 	ubt_iter_start(&it, &o->fs->tree, &o->sv->root, &min, &max);
 	while ((ret = ubt_iter_next(&it)) == 0) {
 		if (it.key.type == BTRFS_EXTENT_DATA_KEY) {
-			ret = note_drop(&it, &drops, &nd, &dcap);
+			ret = note_drop(it.key.offset, it.data, it.size, it.leaf->start, &drops,
+					&nd, &dcap);
 			if (ret)
 				break;
 		}
@@ -736,9 +805,7 @@ static int delete_inode(struct nsop *o, uint64_t ino, const struct btrfs_inode_i
 		goto out;
 	ret = 0;
 	if (nd > UBT_NS_DROP_SECTORS && ubt_ns_drops_data(o->fs, btrfs_inode_nbytes(ii)))
-		ubt_log(UBT_LOG_WARNING, "inode %llu: %zu data extents under nbytes %llu "
-			"(btrfs check: nbytes wrong); deleted all the same",
-			(unsigned long long)ino, nd, (unsigned long long)btrfs_inode_nbytes(ii));
+		warn_drops(ino, nd, ii);
 	for (size_t i = 0; i < n && !ret;) {
 		struct ubt_path path;
 		ubt_path_init(&path);
@@ -1358,6 +1425,57 @@ static int remove_name(struct nsop *o, uint64_t dir, const char *name, size_t le
 	return write_inode(o, ino, ii);
 }
 
+/*
+ * The usual removal of a name that is an inode's last, in one search: the
+ * INODE_REF right after the INODE_ITEM in the same leaf holds this name
+ * only.  The inode item becomes *ii (the caller's nlink 0) and the
+ * reference goes; *index is the name's.  1: not that layout (nothing
+ * changed: the general way takes over), 0 done, <0 error.
+ */
+static int last_ref_drop(struct nsop *o, uint64_t ino, uint64_t dir, const char *name, size_t len,
+			 const struct btrfs_inode_item *ii, uint64_t *index)
+{
+	struct btrfs_key key = { ino, BTRFS_INODE_ITEM_KEY, 0 }, k;
+	struct ubt_path path;
+	struct entry e;
+	int ret;
+
+	ubt_path_init(&path);
+	ret = ubt_search_slot_w(o->t, o->root, &key, &path, -1);
+	if (ret == 1)
+		ret = UBT_CORRUPT(0, "inode %llu vanished", (unsigned long long)ino);
+	if (ret)
+		goto out;
+	struct ubt_eb *leaf = path.nodes[0];
+	int slot = path.slots[0];
+	if (ubt_eb_item_size(leaf, slot) < sizeof(*ii)) {
+		ret = UBT_CORRUPT(leaf->start, "inode %llu item too small", (unsigned long long)ino);
+		goto out;
+	}
+	ret = 1;
+	if (slot + 1 >= (int)ubt_eb_nritems(leaf))
+		goto out;
+	ubt_eb_item_key(leaf, slot + 1, &k);
+	if (k.objectid != ino || k.type != BTRFS_INODE_REF_KEY || k.offset != dir)
+		goto out;
+	uint32_t size = ubt_eb_item_size(leaf, slot + 1);
+	ret = entry_find(E_REF, ubt_eb_item_data(leaf, slot + 1), size, 0, name, len, &e, leaf->start);
+	if (ret < 0)
+		goto out;
+	if (ret == 0 || e.size != size) {
+		ret = 1;
+		goto out;
+	}
+	*index = e.index;
+	memcpy(ubt_eb_witem_data(leaf, slot), ii, sizeof(*ii));
+	ubt_icache_put(o->fs, o->subvol, ino, ii, -1, -1);
+	path.slots[0] = slot + 1;
+	return ubt_del_items(o->t, o->root, &path, 1);	/* releases the path */
+out:
+	ubt_path_release(&o->fs->tree, &path);
+	return ret;
+}
+
 /* Can the inode be deleted by dropping its last link here? */
 static int check_deletable(struct nsop *o, uint64_t ino, const struct btrfs_inode_item *ii)
 {
@@ -1404,12 +1522,34 @@ static int unlink_common(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol
 	}
 	ret = check_deletable(&o, ino, &ii);
 	if (!ret)
-		ret = ref_find(&o, ino, dir, name, len, &r);
-	if (!ret)
 		ret = op_reserve(&o, true);
 	if (ret)
 		return ret;
-	ret = remove_name(&o, dir, name, len, ino, &ii, &r, 1);
+	/* The last name of an inode the caller still uses (an unlinked file
+	 * open or known to the kernel): kept as remove_name keeps it, in
+	 * fewer searches.  The rest, and other layouts, go remove_name's way. */
+	ret = 1;
+	if ((S_ISDIR(btrfs_inode_mode(&ii)) || btrfs_inode_nlink(&ii) <= 1) && kept(&o, ino)) {
+		struct btrfs_inode_item gone = ii;
+		uint64_t index = 0;
+		btrfs_set_inode_nlink(&gone, 0);
+		touch(&o, &gone, 1, false);
+		ret = last_ref_drop(&o, ino, dir, name, len, &gone, &index);
+		if (ret == 0) {
+			int mode = keep_mode(&o, ino);
+			if (mode == UBT_NS_DELETE)
+				ret = delete_inode(&o, ino, &gone);
+			else if (mode == UBT_NS_KEEP)
+				ret = orphan_add(&o, ino);
+			if (!ret)
+				ret = dirent_remove(&o, dir, name, len, index);
+		}
+	}
+	if (ret == 1) {
+		ret = ref_find(&o, ino, dir, name, len, &r);
+		if (!ret)
+			ret = remove_name(&o, dir, name, len, ino, &ii, &r, 1);
+	}
 	if (!ret) {
 		dir_resize(&dii, len, false);
 		touch(&o, &dii, 1, true);
