@@ -31,7 +31,7 @@ static void test_crc32c_vectors(void)
 /* Hardware and table paths agree for every length and misalignment. */
 static void test_crc32c_paths_agree(void)
 {
-	uint8_t data[4096 + 16];
+	uint8_t data[16384 + 16];
 	uint32_t x = 1;
 
 	for (size_t i = 0; i < sizeof(data); i++) {
@@ -45,6 +45,17 @@ static void test_crc32c_paths_agree(void)
 				mismatches++;
 	CHECK_EQ_INT(mismatches, 0);
 	CHECK_EQ_U64(ubt_crc32c(~0u, data + 3, 4096), ubt_crc32c_sw(~0u, data + 3, 4096));
+	/* Around the multiples of the three-stretch block of the hardware
+	 * path (4,080 bytes), misaligned, and a whole tree block. */
+	for (size_t off = 0; off < 9; off += 3)
+		for (size_t len = 4000; len < 16384; len += 37)
+			if (ubt_crc32c(~0u, data + off, len) != ubt_crc32c_sw(~0u, data + off, len))
+				mismatches++;
+	for (size_t len = 4070; len < 4090; len++)
+		if (ubt_crc32c(0x1234u, data + 1, len) != ubt_crc32c_sw(0x1234u, data + 1, len))
+			mismatches++;
+	CHECK_EQ_INT(mismatches, 0);
+	CHECK_EQ_U64(ubt_crc32c(~0u, data, 16384), ubt_crc32c_sw(~0u, data, 16384));
 	/* Chaining: crc(a||b) == crc(crc(a), b). */
 	CHECK_EQ_U64(ubt_crc32c(ubt_crc32c(~0u, data, 1000), data + 1000, 3096),
 		     ubt_crc32c(~0u, data, 4096));
