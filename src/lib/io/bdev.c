@@ -10,6 +10,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,6 +74,11 @@ int ubt_bdev_flush(struct ubt_bdev *bd)
 	return bd->ops->flush(bd);
 }
 
+bool ubt_bdev_map_current(struct ubt_bdev *bd, uint64_t off, size_t len)
+{
+	return !bd->ops->map_current || bd->ops->map_current(bd, off, len);
+}
+
 void ubt_bdev_close(struct ubt_bdev *bd)
 {
 	if (!bd)
@@ -84,17 +90,76 @@ void ubt_bdev_close(struct ubt_bdev *bd)
 
 /* ---- file ------------------------------------------------------------- */
 
+/*
+ * Writes to a file device are gathered: a write that continues the
+ * pending run (or lands inside it) is copied there, anything else first
+ * writes the run out with one pwrite.  The host filesystem charges per
+ * call and per page touched (measured on ext4: a 4 KiB pwrite 2.45 us,
+ * 0.96 us per 4 KiB in 64 KiB calls), and the writes of a transaction come
+ * in runs: new data extents one after another as they are allocated, the
+ * dirty tree blocks of a commit sorted by address.
+ *
+ * Nothing reads around the run: a read that touches it takes those bytes
+ * from it, and the mapping is not used for a range it touches
+ * (ubt_bdev_map_current, for ubt_volume_map).  A flush writes the run
+ * before the fsync - so the superblock of a commit never reaches the disk
+ * before the blocks it points to, as before.  A failed write-out is kept
+ * and returned by every later flush too: the commit that would rely on
+ * the lost bytes fails.
+ */
+#define PEND_MAX	((size_t)1 << 20)
+
 struct file_priv {
 	int fd;
+	pthread_mutex_t lock;		/* the pending run */
+	uint8_t *pend;			/* PEND_MAX bytes, once the first run starts */
+	uint64_t pend_off;
+	_Atomic size_t pend_len;	/* 0: nothing pending */
+	int pend_err;			/* a failed write-out (sticky) */
 };
 
-static int file_read(struct ubt_bdev *bd, void *buf, size_t len, uint64_t off)
+static int pwrite_all(int fd, const uint8_t *p, size_t len, uint64_t off)
 {
-	struct file_priv *fp = bd->priv;
-	uint8_t *p = buf;
-
 	while (len) {
-		ssize_t n = pread(fp->fd, p, len, (off_t)off);
+		ssize_t n = pwrite(fd, p, len, (off_t)off);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		p += n;
+		len -= (size_t)n;
+		off += (uint64_t)n;
+	}
+	return 0;
+}
+
+/* Write out the pending run.  Locked. */
+static int pend_out(struct file_priv *fp)
+{
+	size_t len = atomic_load(&fp->pend_len);
+
+	if (!len)
+		return 0;
+	int ret = pwrite_all(fp->fd, fp->pend, len, fp->pend_off);
+	atomic_store(&fp->pend_len, 0);
+	if (ret && !fp->pend_err)
+		fp->pend_err = ret;
+	return ret;
+}
+
+/* Does [off, off + len) touch the pending run?  Locked. */
+static bool pend_touches(struct file_priv *fp, uint64_t off, size_t len)
+{
+	size_t plen = atomic_load(&fp->pend_len);
+
+	return plen && off < fp->pend_off + plen && fp->pend_off < off + len;
+}
+
+static int pread_all(int fd, uint8_t *p, size_t len, uint64_t off)
+{
+	while (len) {
+		ssize_t n = pread(fd, p, len, (off_t)off);
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -109,41 +174,107 @@ static int file_read(struct ubt_bdev *bd, void *buf, size_t len, uint64_t off)
 	return 0;
 }
 
+static int file_read(struct ubt_bdev *bd, void *buf, size_t len, uint64_t off)
+{
+	struct file_priv *fp = bd->priv;
+
+	if (!atomic_load(&fp->pend_len))
+		return pread_all(fp->fd, buf, len, off);
+	pthread_mutex_lock(&fp->lock);
+	if (!pend_touches(fp, off, len)) {
+		pthread_mutex_unlock(&fp->lock);
+		return pread_all(fp->fd, buf, len, off);
+	}
+	/* [a, b) from the run; the file's bytes around it.  (Not the file's
+	 * bytes under it: where the run fills a hole, a read there would
+	 * only make the host read ahead zeros.) */
+	uint8_t *p = buf;
+	uint64_t a = UBT_MAX(off, fp->pend_off);
+	uint64_t b = UBT_MIN(off + len, fp->pend_off + atomic_load(&fp->pend_len));
+	int ret = a > off ? pread_all(fp->fd, p, (size_t)(a - off), off) : 0;
+	if (!ret && off + len > b)
+		ret = pread_all(fp->fd, p + (b - off), (size_t)(off + len - b), b);
+	if (!ret)
+		memcpy(p + (a - off), fp->pend + (a - fp->pend_off), (size_t)(b - a));
+	pthread_mutex_unlock(&fp->lock);
+	return ret;
+}
+
 static int file_write(struct ubt_bdev *bd, const void *buf, size_t len, uint64_t off)
 {
 	struct file_priv *fp = bd->priv;
-	const uint8_t *p = buf;
+	int ret = 0;
 
-	while (len) {
-		ssize_t n = pwrite(fp->fd, p, len, (off_t)off);
-		if (n < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		p += n;
-		len -= (size_t)n;
-		off += (uint64_t)n;
+	pthread_mutex_lock(&fp->lock);
+	size_t plen = atomic_load(&fp->pend_len);
+	if (plen && off >= fp->pend_off && off - fp->pend_off <= plen &&
+	    off - fp->pend_off + len <= PEND_MAX) {
+		/* Continues the run, or rewrites (and maybe extends) part of it. */
+		size_t at = (size_t)(off - fp->pend_off);
+		memcpy(fp->pend + at, buf, len);
+		if (at + len > plen)
+			atomic_store(&fp->pend_len, at + len);
+		goto out;
 	}
-	return 0;
+	ret = pend_out(fp);
+	if (ret)
+		goto out;
+	if (len < PEND_MAX && !fp->pend)
+		fp->pend = malloc(PEND_MAX);
+	if (len < PEND_MAX && fp->pend) {
+		memcpy(fp->pend, buf, len);
+		fp->pend_off = off;
+		atomic_store(&fp->pend_len, len);
+		goto out;
+	}
+	ret = pwrite_all(fp->fd, buf, len, off);
+out:
+	pthread_mutex_unlock(&fp->lock);
+	return ret;
 }
 
 static int file_flush(struct ubt_bdev *bd)
 {
 	struct file_priv *fp = bd->priv;
 
+	pthread_mutex_lock(&fp->lock);
+	int ret = pend_out(fp);
+	if (!ret)
+		ret = fp->pend_err;
+	pthread_mutex_unlock(&fp->lock);
+	if (ret)
+		return ret;
 	if (fsync(fp->fd) < 0)
 		return -errno;
 	return 0;
+}
+
+static bool file_map_current(struct ubt_bdev *bd, uint64_t off, size_t len)
+{
+	struct file_priv *fp = bd->priv;
+
+	if (!atomic_load(&fp->pend_len))
+		return true;
+	pthread_mutex_lock(&fp->lock);
+	bool cur = !pend_touches(fp, off, len);
+	pthread_mutex_unlock(&fp->lock);
+	return cur;
 }
 
 static void file_destroy(struct ubt_bdev *bd)
 {
 	struct file_priv *fp = bd->priv;
 
+	pthread_mutex_lock(&fp->lock);
+	if (pend_out(fp))
+		ubt_log(UBT_LOG_ERROR, "%s: writing the last %s failed", bd->name,
+			"gathered writes");
+	pthread_mutex_unlock(&fp->lock);
 	if (bd->map)
 		munmap((void *)(uintptr_t)bd->map, (size_t)bd->size);
 	close(fp->fd);
+	pthread_mutex_destroy(&fp->lock);
+	free(fp->pend);
 	free(fp);
 }
 
@@ -151,6 +282,7 @@ static const struct ubt_bdev_ops file_ops = {
 	.read = file_read,
 	.write = file_write,
 	.flush = file_flush,
+	.map_current = file_map_current,
 	.destroy = file_destroy,
 };
 
@@ -223,6 +355,7 @@ int ubt_bdev_open_file(const char *path, unsigned flags, struct ubt_bdev **out)
 		goto fail;
 	}
 	fp->fd = fd;
+	pthread_mutex_init(&fp->lock, NULL);
 	bd->ops = &file_ops;
 	bd->size = (uint64_t)end;
 	bd->readonly = ro;

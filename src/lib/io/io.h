@@ -25,6 +25,8 @@ struct ubt_bdev_ops {
 	int (*read)(struct ubt_bdev *bd, void *buf, size_t len, uint64_t off);
 	int (*write)(struct ubt_bdev *bd, const void *buf, size_t len, uint64_t off);
 	int (*flush)(struct ubt_bdev *bd);
+	/* Optional: does the mapping show every write to [off, off + len)? */
+	bool (*map_current)(struct ubt_bdev *bd, uint64_t off, size_t len);
 	void (*destroy)(struct ubt_bdev *bd);
 };
 
@@ -40,7 +42,9 @@ struct ubt_bdev {
 	 * Readers may take bytes straight from here instead of read() - the
 	 * data path replies to FUSE from it without a copy.  Bounds are the
 	 * caller's to check against `size`.  The mapping sees writes made
-	 * through `write` (one page cache).  A file truncated behind our back
+	 * through `write` (one page cache) where ubt_bdev_map_current says
+	 * so (a file device gathers writes: bdev.c).  A file truncated
+	 * behind our back
 	 * would fault on access: the daemon assumes it owns its images.
 	 */
 	const uint8_t *map;
@@ -99,6 +103,9 @@ int ubt_wlog_flush(struct ubt_bdev *bd);
 int ubt_bdev_read(struct ubt_bdev *bd, void *buf, size_t len, uint64_t off);
 int ubt_bdev_write(struct ubt_bdev *bd, const void *buf, size_t len, uint64_t off);
 int ubt_bdev_flush(struct ubt_bdev *bd);
+/* May [off, off + len) be read through bd->map?  False while writes to it
+ * are still gathered (ubt_bdev_read has them). */
+bool ubt_bdev_map_current(struct ubt_bdev *bd, uint64_t off, size_t len);
 void ubt_bdev_close(struct ubt_bdev *bd);
 
 #endif /* UBTRFS_IO_H */

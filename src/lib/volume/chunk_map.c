@@ -403,11 +403,15 @@ size_t ubt_volume_map(struct ubt_volume *vol, uint64_t logical, size_t len, int 
 	/* RAID5/6 (an error here): read_raid56 knows the layout and rebuilds. */
 	if (!c || mirror_stripe(c, logical - c->start, mirror, &s, &physical, &room))
 		return 0;
-	const struct ubt_bdev *bd = s->dev ? s->dev->bd : NULL;
+	struct ubt_bdev *bd = s->dev ? s->dev->bd : NULL;
 	if (!bd || !bd->map || physical >= bd->size)
 		return 0;
 	room = UBT_MIN(room, bd->size - physical);
 	size_t n = (size_t)UBT_MIN((uint64_t)len, room);
+	/* Writes to the range still gathered (bdev.c): the caller reads the
+	 * other way, which has them. */
+	if (!ubt_bdev_map_current(bd, physical, n))
+		return 0;
 	*out = bd->map + physical;
 	return n;
 }

@@ -1,0 +1,131 @@
+/*
+ * unit: io/bdev - the file device's gathered writes against a model.
+ *
+ * A file device keeps a run of writes in memory and writes it out with one
+ * pwrite (bdev.c).  Random writes - mostly continuing the last one, some
+ * inside it, some elsewhere, some larger than the run - and random reads
+ * run on a file device and on a plain array.  After every step:
+ *  - every read equals the model;
+ *  - where ubt_bdev_map_current says the mapping may be used, the mapping
+ *    equals the model;
+ *  - after a flush, the file read through a second descriptor (not the
+ *    device) equals the model: nothing stays behind in memory;
+ *  - a write that lands outside the run leaves the file with the run
+ *    written (checked through the second descriptor), so the order of
+ *    writes on disk is the order they were made in.
+ * UBTRFS_TEST_SEED=n replays a run.
+ */
+#include "t.h"
+
+#include "base/base.h"
+#include "io/io.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <unistd.h>
+
+#define DEV_SIZE	((size_t)8 << 20)
+
+static uint64_t rng;
+
+static uint64_t below(uint64_t n)
+{
+	return t_xorshift64(&rng) % n;
+}
+
+static bool file_equals(int fd, const uint8_t *model, size_t len)
+{
+	uint8_t *buf = malloc(len);
+	bool same = buf && pread(fd, buf, len, 0) == (ssize_t)len && !memcmp(buf, model, len);
+
+	free(buf);
+	return same;
+}
+
+int main(void)
+{
+	const char *e = getenv("UBTRFS_TEST_SEED");
+	uint64_t seed = e ? strtoull(e, NULL, 0) : 0x62646576ULL;
+	char path[] = "/tmp/ubtrfs-test-bdev-XXXXXX";
+	int fd = mkstemp(path);
+	uint8_t *model = calloc(1, DEV_SIZE), *buf = malloc(DEV_SIZE);
+	struct ubt_bdev *bd = NULL;
+
+	printf("seed 0x%llx\n", (unsigned long long)seed);
+	rng = seed | 1;
+	CHECK(fd >= 0 && model && buf);
+	if (fd < 0 || !model || !buf)
+		return t_finish();
+	CHECK_EQ_INT(ftruncate(fd, (off_t)DEV_SIZE), 0);
+	CHECK_EQ_INT(ubt_bdev_open_file(path, 0, &bd), 0);
+	if (!bd) {
+		unlink(path);
+		return t_finish();
+	}
+	uint64_t last_end = 0;
+	int writes = 0, reads = 0, flushes = 0, mapped = 0;
+	for (int step = 0; step < 6000; step++) {
+		uint64_t r = below(100);
+		if (r < 55) {
+			/* A write: mostly continuing the last one. */
+			size_t len = below(10) ? 1 + below(16384) : 1 + below(3 << 20);
+			uint64_t off;
+			uint64_t kind = below(10);
+			if (kind < 6)
+				off = last_end;
+			else if (kind < 8)
+				off = last_end > 8192 ? last_end - below(8192) : 0;
+			else
+				off = below(DEV_SIZE);
+			if (off >= DEV_SIZE)
+				off = 0;
+			len = UBT_MIN(len, DEV_SIZE - off);
+			for (size_t i = 0; i < len; i++)
+				buf[i] = (uint8_t)t_xorshift64(&rng);
+			CHECK_EQ_INT(ubt_bdev_write(bd, buf, len, off), 0);
+			memcpy(model + off, buf, len);
+			last_end = off + len;
+			writes++;
+		} else if (r < 90) {
+			size_t len = 1 + below(below(4) ? 20000 : DEV_SIZE / 2);
+			uint64_t off = below(DEV_SIZE - len + 1);
+			CHECK_EQ_INT(ubt_bdev_read(bd, buf, len, off), 0);
+			CHECK(!memcmp(buf, model + off, len));
+			reads++;
+		} else if (r < 95) {
+			CHECK_EQ_INT(ubt_bdev_flush(bd), 0);
+			CHECK(file_equals(fd, model, DEV_SIZE));
+			flushes++;
+		}
+		/* The mapping, where it may be used. */
+		if (bd->map) {
+			size_t len = 1 + below(65536);
+			uint64_t off = below(DEV_SIZE - len + 1);
+			if (ubt_bdev_map_current(bd, off, len)) {
+				CHECK(!memcmp(bd->map + off, model + off, len));
+				mapped++;
+			}
+		}
+		if (t_failures) {
+			fprintf(stderr, "failed at step %d (seed 0x%llx)\n", step,
+				(unsigned long long)seed);
+			break;
+		}
+	}
+	/* Everything reaches the file at a flush, and at close. */
+	CHECK_EQ_INT(ubt_bdev_flush(bd), 0);
+	CHECK(file_equals(fd, model, DEV_SIZE));
+	buf[0] = (uint8_t)(model[4096] + 1);
+	CHECK_EQ_INT(ubt_bdev_write(bd, buf, 1, 4096), 0);
+	model[4096] = buf[0];
+	ubt_bdev_close(bd);
+	CHECK(file_equals(fd, model, DEV_SIZE));
+	printf("%d writes, %d reads, %d flushes, %d mapped ranges checked\n", writes, reads, flushes,
+	       mapped);
+	close(fd);
+	unlink(path);
+	free(model);
+	free(buf);
+	return t_finish();
+}
