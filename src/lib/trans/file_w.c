@@ -43,6 +43,9 @@ struct fw {
 	 * was read, none inserted since): the searches for items are
 	 * skipped. */
 	bool empty;
+	/* has_inline found no inline extent, and none was written since:
+	 * take_inline need not look again. */
+	bool no_inline;
 };
 
 static bool no_holes(const struct ubt_fs *fs)
@@ -315,6 +318,7 @@ static int write_inline(struct fw *w, const uint8_t *data, size_t len)
 	uint8_t *p;
 
 	has_extents(w);
+	w->no_inline = false;
 	int ret = ubt_insert_item(w->t, w->root, &key, (uint32_t)(hdr + len), &p);
 
 	if (ret)
@@ -929,6 +933,7 @@ static int has_inline(struct fw *w)
 		ret = 0;
 	}
 	ubt_path_release(&w->fs->tree, &path);
+	w->no_inline = ret == 0;
 	return ret;
 }
 
@@ -940,7 +945,7 @@ static int take_inline(struct fw *w, uint8_t **data, size_t *len)
 
 	*data = NULL;
 	*len = 0;
-	if (w->empty)
+	if (w->empty || w->no_inline)
 		return 0;
 	ubt_path_init(&path);
 	ret = ubt_search_slot(&w->fs->tree, &w->root->ref, &key, &path);
