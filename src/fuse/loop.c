@@ -8,6 +8,14 @@
  * request; once done it stands by.  With every thread busy the role waits
  * for the first one to finish.
  *
+ * UBTRFS_REQUEST_STATS=1 in the daemon's environment counts, per request
+ * type, the requests and the CPU time the handling thread spent on them
+ * (its own clock: time the thread waits or is preempted is not counted;
+ * the reply's write is), and logs the table when the loop ends.  It is how
+ * docs/PERFORMANCE.md measures what a change does to one kind of request:
+ * steadier than wall time on a shared machine.  Each request then costs
+ * two more clock reads.
+ *
  * Why not libfuse's multi-threaded loop: there every thread reads
  * /dev/fuse, the kernel wakes the readers in turn, and on a machine where
  * the calling process and the daemon share a CPU each request went to
@@ -21,6 +29,8 @@
 #include <pthread.h>
 #include <semaphore.h>
 #include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -46,6 +56,54 @@ struct loop {
 };
 
 static _Thread_local struct worker *self;
+
+/* UBTRFS_REQUEST_STATS: per opcode (below 64), requests and thread CPU ns. */
+#define STAT_OPS 64
+static bool stats_on;
+static pthread_mutex_t stats_mu = PTHREAD_MUTEX_INITIALIZER;
+static uint64_t stats_n[STAT_OPS], stats_ns[STAT_OPS];
+
+static uint64_t thread_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static void process(struct loop *l, struct worker *w)
+{
+	if (!stats_on) {
+		fuse_session_process_buf(l->se, &w->buf);
+		return;
+	}
+	uint32_t op = UINT32_MAX;
+	if (w->buf.size >= 8 && !(w->buf.flags & FUSE_BUF_IS_FD))
+		memcpy(&op, (const uint8_t *)w->buf.mem + 4, sizeof(op));	/* fuse_in_header.opcode */
+	uint64_t t0 = thread_ns();
+	fuse_session_process_buf(l->se, &w->buf);
+	uint64_t dt = thread_ns() - t0;
+	if (op < STAT_OPS) {
+		pthread_mutex_lock(&stats_mu);
+		stats_n[op]++;
+		stats_ns[op] += dt;
+		pthread_mutex_unlock(&stats_mu);
+	}
+}
+
+static void stats_log(void)
+{
+	if (!stats_on)
+		return;
+	fprintf(stderr, "ubtrfs: request stats: opcode, requests, thread CPU per request (us), "
+		"total (ms)\n");
+	for (int op = 0; op < STAT_OPS; op++)
+		if (stats_n[op])
+			fprintf(stderr, "ubtrfs: request stats: %2d %9llu %8.2f %9.1f\n", op,
+				(unsigned long long)stats_n[op],
+				(double)stats_ns[op] / (double)stats_n[op] / 1e3,
+				(double)stats_ns[op] / 1e6);
+}
 
 static void *work(void *arg);
 
@@ -145,7 +203,7 @@ static void *work(void *arg)
 				end_session(l, res < 0 ? -res : 0);
 				return NULL;
 			}
-			fuse_session_process_buf(l->se, &w->buf);
+			process(l, w);
 		}
 	}
 }
@@ -154,6 +212,8 @@ int ubtrfs_fuse_loop(struct fuse_session *se, unsigned max_threads)
 {
 	struct loop l;
 
+	const char *st = getenv("UBTRFS_REQUEST_STATS");
+	stats_on = st && *st && strcmp(st, "0") != 0;
 	memset(&l, 0, sizeof(l));
 	l.se = se;
 	l.max_threads = max_threads ? max_threads : 1;
@@ -198,6 +258,7 @@ int ubtrfs_fuse_loop(struct fuse_session *se, unsigned max_threads)
 	pthread_cond_destroy(&l.cv);
 	pthread_mutex_destroy(&l.mu);
 	sem_destroy(&l.finish);
+	stats_log();
 	if (!ret && l.error && l.error != ENODEV)
 		ret = -l.error;
 	return ret;

@@ -103,9 +103,10 @@ void ubt_bdev_close(struct ubt_bdev *bd)
  * from it, and the mapping is not used for a range it touches
  * (ubt_bdev_map_current, for ubt_volume_map).  A flush writes the run
  * before the fsync - so the superblock of a commit never reaches the disk
- * before the blocks it points to, as before.  A failed write-out is kept
- * and returned by every later flush too: the commit that would rely on
- * the lost bytes fails.
+ * before the blocks it points to, as before.  A write-out that fails
+ * keeps the run (reads still get its bytes; the next write-out tries
+ * again) and the error: every later write and flush returns it, so the
+ * commit that would rely on those bytes fails.
  */
 #define PEND_MAX	((size_t)1 << 20)
 
@@ -113,7 +114,10 @@ struct file_priv {
 	int fd;
 	pthread_mutex_t lock;		/* the pending run */
 	uint8_t *pend;			/* PEND_MAX bytes, once the first run starts */
-	uint64_t pend_off;
+	/* Changed under the lock; read without it to see whether a read
+	 * touches the run at all (a read racing a write of the same bytes
+	 * gets either, as with pwrite). */
+	_Atomic uint64_t pend_off;
 	_Atomic size_t pend_len;	/* 0: nothing pending */
 	int pend_err;			/* a failed write-out (sticky) */
 };
@@ -134,26 +138,30 @@ static int pwrite_all(int fd, const uint8_t *p, size_t len, uint64_t off)
 	return 0;
 }
 
-/* Write out the pending run.  Locked. */
+/* Write out the pending run (kept when that fails).  Locked. */
 static int pend_out(struct file_priv *fp)
 {
 	size_t len = atomic_load(&fp->pend_len);
 
 	if (!len)
 		return 0;
-	int ret = pwrite_all(fp->fd, fp->pend, len, fp->pend_off);
+	int ret = pwrite_all(fp->fd, fp->pend, len, atomic_load(&fp->pend_off));
+	if (ret) {
+		if (!fp->pend_err)
+			fp->pend_err = ret;
+		return ret;
+	}
 	atomic_store(&fp->pend_len, 0);
-	if (ret && !fp->pend_err)
-		fp->pend_err = ret;
-	return ret;
+	return 0;
 }
 
-/* Does [off, off + len) touch the pending run?  Locked. */
+/* Does [off, off + len) touch the pending run? */
 static bool pend_touches(struct file_priv *fp, uint64_t off, size_t len)
 {
 	size_t plen = atomic_load(&fp->pend_len);
+	uint64_t poff = atomic_load(&fp->pend_off);
 
-	return plen && off < fp->pend_off + plen && fp->pend_off < off + len;
+	return plen && off < poff + plen && poff < off + len;
 }
 
 static int pread_all(int fd, uint8_t *p, size_t len, uint64_t off)
@@ -178,7 +186,7 @@ static int file_read(struct ubt_bdev *bd, void *buf, size_t len, uint64_t off)
 {
 	struct file_priv *fp = bd->priv;
 
-	if (!atomic_load(&fp->pend_len))
+	if (!pend_touches(fp, off, len))
 		return pread_all(fp->fd, buf, len, off);
 	pthread_mutex_lock(&fp->lock);
 	if (!pend_touches(fp, off, len)) {
@@ -189,13 +197,14 @@ static int file_read(struct ubt_bdev *bd, void *buf, size_t len, uint64_t off)
 	 * bytes under it: where the run fills a hole, a read there would
 	 * only make the host read ahead zeros.) */
 	uint8_t *p = buf;
-	uint64_t a = UBT_MAX(off, fp->pend_off);
-	uint64_t b = UBT_MIN(off + len, fp->pend_off + atomic_load(&fp->pend_len));
+	uint64_t poff = atomic_load(&fp->pend_off);
+	uint64_t a = UBT_MAX(off, poff);
+	uint64_t b = UBT_MIN(off + len, poff + atomic_load(&fp->pend_len));
 	int ret = a > off ? pread_all(fp->fd, p, (size_t)(a - off), off) : 0;
 	if (!ret && off + len > b)
 		ret = pread_all(fp->fd, p + (b - off), (size_t)(off + len - b), b);
 	if (!ret)
-		memcpy(p + (a - off), fp->pend + (a - fp->pend_off), (size_t)(b - a));
+		memcpy(p + (a - off), fp->pend + (a - poff), (size_t)(b - a));
 	pthread_mutex_unlock(&fp->lock);
 	return ret;
 }
@@ -207,10 +216,14 @@ static int file_write(struct ubt_bdev *bd, const void *buf, size_t len, uint64_t
 
 	pthread_mutex_lock(&fp->lock);
 	size_t plen = atomic_load(&fp->pend_len);
-	if (plen && off >= fp->pend_off && off - fp->pend_off <= plen &&
-	    off - fp->pend_off + len <= PEND_MAX) {
+	uint64_t poff = atomic_load(&fp->pend_off);
+	if (fp->pend_err) {
+		ret = fp->pend_err;
+		goto out;
+	}
+	if (plen && off >= poff && off - poff <= plen && off - poff + len <= PEND_MAX) {
 		/* Continues the run, or rewrites (and maybe extends) part of it. */
-		size_t at = (size_t)(off - fp->pend_off);
+		size_t at = (size_t)(off - poff);
 		memcpy(fp->pend + at, buf, len);
 		if (at + len > plen)
 			atomic_store(&fp->pend_len, at + len);
@@ -223,7 +236,7 @@ static int file_write(struct ubt_bdev *bd, const void *buf, size_t len, uint64_t
 		fp->pend = malloc(PEND_MAX);
 	if (len < PEND_MAX && fp->pend) {
 		memcpy(fp->pend, buf, len);
-		fp->pend_off = off;
+		atomic_store(&fp->pend_off, off);
 		atomic_store(&fp->pend_len, len);
 		goto out;
 	}
@@ -253,12 +266,7 @@ static bool file_map_current(struct ubt_bdev *bd, uint64_t off, size_t len)
 {
 	struct file_priv *fp = bd->priv;
 
-	if (!atomic_load(&fp->pend_len))
-		return true;
-	pthread_mutex_lock(&fp->lock);
-	bool cur = !pend_touches(fp, off, len);
-	pthread_mutex_unlock(&fp->lock);
-	return cur;
+	return !pend_touches(fp, off, len);
 }
 
 static void file_destroy(struct ubt_bdev *bd)

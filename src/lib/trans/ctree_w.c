@@ -858,7 +858,13 @@ int ubt_insert_items(struct ubt_trans *t, struct ubt_wroot *root, const struct b
 		else
 			has_next = next_leaf_key(&path, &next);
 		if (has_next && btrfs_comp_keys(&keys[n - 1], &next) >= 0) {
-			ret = -EEXIST;
+			/* Not a taken first key but an item among the new ones:
+			 * the tree is not what the caller knows (and the search
+			 * may have split the leaf for the room). */
+			ret = abort_with(t, UBT_CORRUPT(leaf->start,
+							"item (%llu %u %llu) lies among the keys of an insert",
+							(unsigned long long)next.objectid, next.type,
+							(unsigned long long)next.offset));
 		} else {
 			ret = ubt_leaf_insert_items(leaf->data, ns, slot, keys, sizes, n);
 			if (!ret && slot == 0 && path.nodes[1])

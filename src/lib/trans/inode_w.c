@@ -1546,9 +1546,16 @@ static int unlink_common(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol
 		}
 	}
 	if (ret == 1) {
+		/* Nothing has changed yet (last_ref_drop looked or was not
+		 * tried): a reference that cannot be found or read fails this
+		 * unlink alone, as it did before the reserve. */
+		bool changed = o.changed;
+		o.changed = false;
 		ret = ref_find(&o, ino, dir, name, len, &r);
-		if (!ret)
-			ret = remove_name(&o, dir, name, len, ino, &ii, &r, 1);
+		o.changed = changed;
+		if (ret)
+			return ret;
+		ret = remove_name(&o, dir, name, len, ino, &ii, &r, 1);
 	}
 	if (!ret) {
 		dir_resize(&dii, len, false);

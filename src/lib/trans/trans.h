@@ -215,8 +215,9 @@ int ubt_insert_item(struct ubt_trans *t, struct ubt_wroot *root, const struct bt
 		    uint32_t size, uint8_t **data);
 /* Insert n >= 1 items with ascending keys, next to each other (no item
  * between them), sizes[i] bytes each (zeroed), in one leaf; data[i] (if
- * data) points at each.  -EEXIST, changing nothing, if a key is taken or
- * another item lies between keys[0] and keys[n - 1]. */
+ * data) points at each.  -EEXIST, changing nothing, if keys[0] is taken;
+ * an item between keys[0] and keys[n - 1] is -EUCLEAN and aborts the
+ * transaction. */
 int ubt_insert_items(struct ubt_trans *t, struct ubt_wroot *root, const struct btrfs_key *keys,
 		     const uint32_t *sizes, int n, uint8_t **data);
 /* Delete `n` items from path->slots[0] in path->nodes[0] (from a search
