@@ -8,11 +8,9 @@
  *  - every read equals the model;
  *  - where ubt_bdev_map_current says the mapping may be used, the mapping
  *    equals the model;
- *  - after a flush, the file read through a second descriptor (not the
- *    device) equals the model: nothing stays behind in memory;
- *  - a write that lands outside the run leaves the file with the run
- *    written (checked through the second descriptor), so the order of
- *    writes on disk is the order they were made in.
+ *  - after every flush, and after the close, the file read through a
+ *    second descriptor (not the device) equals the model: nothing stays
+ *    behind in memory, and the newest bytes of every range won.
  * UBTRFS_TEST_SEED=n replays a run.
  */
 #include "t.h"
