@@ -11,6 +11,9 @@
  *  - after every flush, and after the close, the file read through a
  *    second descriptor (not the device) equals the model: nothing stays
  *    behind in memory, and the newest bytes of every range won.
+ * Then a write-out that fails (RLIMIT_FSIZE below the run's offset: pwrite
+ * gives EFBIG): the run stays readable, the flush and every later write
+ * and flush fail, and the failure shows in none of the earlier bytes.
  * UBTRFS_TEST_SEED=n replays a run.
  */
 #include "t.h"
@@ -20,6 +23,8 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <stdbool.h>
 #include <unistd.h>
 
@@ -39,6 +44,49 @@ static bool file_equals(int fd, const uint8_t *model, size_t len)
 
 	free(buf);
 	return same;
+}
+
+/* The failing write-out, on a fresh device over the file at path. */
+static void test_failed_writeout(const char *path, int fd)
+{
+	struct ubt_bdev *bd = NULL;
+	struct rlimit old, lim;
+	uint8_t a[4096], b[4096], got[8192];
+
+	memset(a, 0x5a, sizeof(a));
+	memset(b, 0xa5, sizeof(b));
+	CHECK_EQ_INT(ubt_bdev_open_file(path, 0, &bd), 0);
+	if (!bd)
+		return;
+	CHECK_EQ_INT(ubt_bdev_write(bd, a, sizeof(a), 4096), 0);
+	CHECK_EQ_INT(ubt_bdev_flush(bd), 0);
+	CHECK_EQ_INT(getrlimit(RLIMIT_FSIZE, &old), 0);
+	lim = old;
+	lim.rlim_cur = 1 << 20;
+	signal(SIGXFSZ, SIG_IGN);
+	CHECK_EQ_INT(setrlimit(RLIMIT_FSIZE, &lim), 0);
+	/* Gathered: accepted, and readable back. */
+	CHECK_EQ_INT(ubt_bdev_write(bd, b, sizeof(b), 6 << 20), 0);
+	CHECK_EQ_INT(ubt_bdev_read(bd, got, sizeof(b), 6 << 20), 0);
+	CHECK(!memcmp(got, b, sizeof(b)));
+	/* The write-out fails: the flush says so, the run stays readable. */
+	CHECK_EQ_INT(ubt_bdev_flush(bd), -EFBIG);
+	CHECK_EQ_INT(ubt_bdev_read(bd, got, 8192, (6 << 20) - 4096), 0);
+	CHECK(!memcmp(got + 4096, b, sizeof(b)));
+	CHECK(bd->map == NULL || !ubt_bdev_map_current(bd, 6 << 20, sizeof(b)));
+	/* Every later write and flush fails too, even one the host would take. */
+	CHECK_EQ_INT(ubt_bdev_write(bd, a, sizeof(a), 8192), -EFBIG);
+	CHECK_EQ_INT(ubt_bdev_flush(bd), -EFBIG);
+	CHECK_EQ_INT(setrlimit(RLIMIT_FSIZE, &old), 0);
+	CHECK_EQ_INT(ubt_bdev_flush(bd), -EFBIG);
+	/* The bytes written before are intact; the refused one never landed. */
+	CHECK(pread(fd, got, 8192, 4096) == 8192);
+	CHECK(!memcmp(got, a, sizeof(a)));
+	CHECK(got[4096] != a[0] || got[4097] != a[1]);
+	ubt_bdev_close(bd);	/* writes the run out now that it can */
+	CHECK(pread(fd, got, sizeof(b), 6 << 20) == (ssize_t)sizeof(b));
+	CHECK(!memcmp(got, b, sizeof(b)));
+	signal(SIGXFSZ, SIG_DFL);
 }
 
 int main(void)
@@ -121,6 +169,9 @@ int main(void)
 	CHECK(file_equals(fd, model, DEV_SIZE));
 	printf("%d writes, %d reads, %d flushes, %d mapped ranges checked\n", writes, reads, flushes,
 	       mapped);
+	memset(model, 0, DEV_SIZE);
+	CHECK(pwrite(fd, model, DEV_SIZE, 0) == (ssize_t)DEV_SIZE);
+	test_failed_writeout(path, fd);
 	close(fd);
 	unlink(path);
 	free(model);

@@ -138,15 +138,19 @@ static int pwrite_all(int fd, const uint8_t *p, size_t len, uint64_t off)
 	return 0;
 }
 
-/* Write out the pending run (kept when that fails).  Locked. */
-static int pend_out(struct file_priv *fp)
+/* Write out the pending run (kept when that fails: logged, since the
+ * error reaches a later, unrelated call).  Locked. */
+static int pend_out(struct ubt_bdev *bd, struct file_priv *fp)
 {
 	size_t len = atomic_load(&fp->pend_len);
 
 	if (!len)
 		return 0;
-	int ret = pwrite_all(fp->fd, fp->pend, len, atomic_load(&fp->pend_off));
+	uint64_t off = atomic_load(&fp->pend_off);
+	int ret = pwrite_all(fp->fd, fp->pend, len, off);
 	if (ret) {
+		ubt_log(UBT_LOG_ERROR, "%s: writing %zu gathered bytes at offset %llu failed: %s",
+			bd->name, len, (unsigned long long)off, ubt_strerror(ret));
 		if (!fp->pend_err)
 			fp->pend_err = ret;
 		return ret;
@@ -229,7 +233,7 @@ static int file_write(struct ubt_bdev *bd, const void *buf, size_t len, uint64_t
 			atomic_store(&fp->pend_len, at + len);
 		goto out;
 	}
-	ret = pend_out(fp);
+	ret = pend_out(bd, fp);
 	if (ret)
 		goto out;
 	if (len < PEND_MAX && !fp->pend)
@@ -251,7 +255,7 @@ static int file_flush(struct ubt_bdev *bd)
 	struct file_priv *fp = bd->priv;
 
 	pthread_mutex_lock(&fp->lock);
-	int ret = pend_out(fp);
+	int ret = pend_out(bd, fp);
 	if (!ret)
 		ret = fp->pend_err;
 	pthread_mutex_unlock(&fp->lock);
@@ -274,9 +278,7 @@ static void file_destroy(struct ubt_bdev *bd)
 	struct file_priv *fp = bd->priv;
 
 	pthread_mutex_lock(&fp->lock);
-	if (pend_out(fp))
-		ubt_log(UBT_LOG_ERROR, "%s: writing the last %s failed", bd->name,
-			"gathered writes");
+	(void)pend_out(bd, fp);		/* a failure is logged there */
 	pthread_mutex_unlock(&fp->lock);
 	if (bd->map)
 		munmap((void *)(uintptr_t)bd->map, (size_t)bd->size);

@@ -809,19 +809,18 @@ int ubt_search_slot_w(struct ubt_trans *t, struct ubt_wroot *root, const struct 
 }
 
 /*
- * The lowest key after path->nodes[0] (the first key of the next leaf), from
- * the parents on the path: false when the leaf is the last one.
+ * The lowest key after path->nodes[0] (the first key of the next leaf: the
+ * separator where the way to it turns, ubt_path_next_level): false when
+ * the leaf is the last one.
  */
 static bool next_leaf_key(const struct ubt_path *path, struct btrfs_key *key)
 {
-	for (int level = 1; level < BTRFS_MAX_LEVEL && path->nodes[level]; level++) {
-		const struct ubt_eb *eb = path->nodes[level];
-		if (path->slots[level] + 1 < (int)ubt_eb_nritems(eb)) {
-			ubt_eb_node_key(eb, path->slots[level] + 1, key);
-			return true;
-		}
-	}
-	return false;
+	int level = ubt_path_next_level(path);
+
+	if (!level)
+		return false;
+	ubt_eb_node_key(path->nodes[level], path->slots[level] + 1, key);
+	return true;
 }
 
 int ubt_insert_items(struct ubt_trans *t, struct ubt_wroot *root, const struct btrfs_key *keys,
