@@ -163,6 +163,11 @@ UBTRFS_API int ubtrfs_subvol_root(ubtrfs_fs *fs, uint64_t subvol, ubtrfs_ino *ou
 UBTRFS_API int ubtrfs_resolve(ubtrfs_fs *fs, ubtrfs_ino start, const char *path,
 			      struct ubtrfs_stat *out);
 UBTRFS_API int ubtrfs_stat(ubtrfs_fs *fs, ubtrfs_ino id, struct ubtrfs_stat *out);
+/* As ubtrfs_stat, but the size, blocks and times may not count small
+ * appending writes the handle still holds back (ubtrfs_write); the mode,
+ * owner and the rest are current.  For permission checks before a write,
+ * which would otherwise make the held-back writes land one by one. */
+UBTRFS_API int ubtrfs_stat_mode(ubtrfs_fs *fs, ubtrfs_ino id, struct ubtrfs_stat *out);
 UBTRFS_API int ubtrfs_lookup(ubtrfs_fs *fs, ubtrfs_ino dir, const char *name,
 			     struct ubtrfs_stat *out);
 
@@ -372,7 +377,12 @@ struct ubtrfs_setattr {
 UBTRFS_API int ubtrfs_setattr(ubtrfs_fs *fs, ubtrfs_ino id, const struct ubtrfs_setattr *a,
 			      struct ubtrfs_stat *out);
 /* Write into a regular file (mtime and ctime become the current time);
- * returns len or -errno. */
+ * returns len or -errno.  A small write at the file's end may be held
+ * back, to be joined with the appends after it into one extent; every
+ * other call (reads included) and every commit writes it first, and its
+ * every check (room included) is made before this returns: an error it
+ * could meet later aborts the transaction (the filesystem turns
+ * read-only with the last commit), as any half-done change does. */
 UBTRFS_API ssize_t ubtrfs_write(ubtrfs_fs *fs, ubtrfs_ino id, const void *buf, size_t len,
 				uint64_t off);
 /* fallocate(2) with mode 0 or the Linux FALLOC_FL_ values KEEP_SIZE (1),

@@ -377,7 +377,7 @@ static int killpriv_write(fuse_req_t req, ubtrfs_ino id)
 {
 	struct fuse_state *s = state(req);
 	struct ubtrfs_stat st;
-	int ret = ubtrfs_stat(s->fs, id, &st);
+	int ret = ubtrfs_stat_mode(s->fs, id, &st);
 
 	if (ret)
 		return ret;

@@ -401,6 +401,14 @@ int ubtrfs_stat(ubtrfs_fs *f, ubtrfs_ino id, struct ubtrfs_stat *out)
 	return r;
 }
 
+int ubtrfs_stat_mode(ubtrfs_fs *f, ubtrfs_ino id, struct ubtrfs_stat *out)
+{
+	ubt_api_rdlock_held(f);
+	int r = unl_stat(f, id, out);
+	ubt_api_unlock(f);
+	return r;
+}
+
 int ubtrfs_lookup(ubtrfs_fs *f, ubtrfs_ino dir, const char *name, struct ubtrfs_stat *out)
 {
 	ubt_api_rdlock(f);

@@ -45,6 +45,20 @@ struct ubtrfs_fs {
 	unsigned nops;			/* operations in the running transaction */
 	/* Inodes in use by the caller (ubtrfs_ref), for orphans: api_write.c. */
 	struct ubt_inuse *inuse;
+	/*
+	 * Held-back appends (api_write.c, "held-back appends"): small writes
+	 * that each continue the one before at a file's end, joined into one
+	 * engine write, made before any other call sees the filesystem.  len 0:
+	 * none.  Changed only under `lock` held exclusively; read calls look at
+	 * len under it shared and have it written first (ubt_api_rdlock).
+	 */
+	struct {
+		uint64_t subvol, ino, off;
+		size_t len, cap;
+		unsigned char *buf;
+		uint64_t now_sec;	/* the last write's time: mtime and ctime */
+		uint32_t now_nsec;
+	} held;
 };
 
 static inline void ubt_api_will_block(ubtrfs_fs *f)
@@ -56,12 +70,30 @@ static inline void ubt_api_will_block(ubtrfs_fs *f)
  * contract): going on would let go of the writer's lock. */
 void ubt_api_lock_misuse(void) __attribute__((noreturn));
 
-static inline void ubt_api_rdlock(ubtrfs_fs *f)
+/* Write held-back appends now (api_write.c): takes the write locks,
+ * returns with the read lock held. */
+void ubt_api_write_held(ubtrfs_fs *f);
+
+/* The read lock, without writing held-back appends first: for reads that
+ * do not look at file sizes, data or times. */
+static inline void ubt_api_rdlock_held(ubtrfs_fs *f)
 {
 	if (pthread_rwlock_tryrdlock(&f->lock)) {
 		ubt_api_will_block(f);
 		if (pthread_rwlock_rdlock(&f->lock) == EDEADLK)
 			ubt_api_lock_misuse();
+	}
+}
+
+/* The read lock, held-back appends written: a read sees every write that
+ * returned.  (A nested read call finds none held back: no writer ran
+ * since the outer call looked.) */
+static inline void ubt_api_rdlock(ubtrfs_fs *f)
+{
+	ubt_api_rdlock_held(f);
+	if (f->held.len) {
+		pthread_rwlock_unlock(&f->lock);
+		ubt_api_write_held(f);
 	}
 }
 static inline void ubt_api_unlock(ubtrfs_fs *f)

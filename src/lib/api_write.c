@@ -53,6 +53,149 @@ static int op_end_retry(struct op *op, int ret, int *pass);
 static int truncate_steps(struct op *op, uint64_t subvol, uint64_t ino, uint64_t size,
 			  const struct btrfs_timespec *now);
 
+/* ---- held-back appends -------------------------------------------------- */
+
+/*
+ * tar writes each file in the pieces its 10 KiB records cut it into (2.6
+ * writes per file in the benchmark's untar).  Written one by one, every
+ * piece after the first rewrites the file's partial last sector (a new
+ * extent, the old one freed, the checksums of both) and searches the
+ * file's extents and the checksum tree again.  So a small write that
+ * starts at a file's end is held back, and the writes that continue it
+ * directly join it; the first call of any other kind - a read or a stat
+ * too (ubt_api_rdlock) - and every commit write them as one engine write
+ * first.  Nothing else runs in between, so the engine write meets the
+ * state the checks saw: ubt_file_write_check makes every check of the
+ * joined write (file type, size, metadata and data room) before a write
+ * is held and returns.  The joined write can then only fail as a half-done
+ * change does (a read error, no memory): the transaction aborts, and the
+ * filesystem turns read-only with its last commit, as for any such error.
+ */
+#define HELD_PIECE (64u << 10)	/* larger writes go straight through */
+#define HELD_MAX (256u << 10)	/* the most held back */
+
+/* Tear down a transaction the engine marked aborted (readers go back to
+ * the last commit).  With the write locks. */
+static void abort_teardown(ubtrfs_fs *f)
+{
+	f->held.len = 0;
+	if (f->fs->wr->running)
+		ubt_trans_abort(f->fs->wr->running,
+				f->fs->wr->abort_err ? f->fs->wr->abort_err : -EIO);
+	f->trans = NULL;
+}
+
+/* With the write locks: write the held-back appends as one.  0, or the
+ * error with which the transaction was marked aborted (the caller tears
+ * it down: abort_teardown). */
+static int held_write(ubtrfs_fs *f)
+{
+	size_t len = f->held.len;
+
+	if (!len)
+		return 0;
+	f->held.len = 0;
+	if (!f->trans || !f->fs->wr || f->fs->wr->aborted)
+		return -EROFS;	/* went with the aborted transaction */
+	struct btrfs_timespec now;
+	memset(&now, 0, sizeof(now));
+	btrfs_set_timespec_sec(&now, f->held.now_sec);
+	btrfs_set_timespec_nsec(&now, f->held.now_nsec);
+	/* Its own operation scope, inside the caller's if there is one. */
+	bool scope = f->trans->op_scope;
+	ubt_op_scope(f->trans, true);
+	int ret = ubt_file_write(f->trans, f->held.subvol, f->held.ino, f->held.off, f->held.buf,
+				 len, &now);
+	/* The caller's reserve was checked before this write took room:
+	 * what it does next checks again, in full. */
+	f->trans->op_scope = scope;
+	f->trans->op_reserved = false;
+	if (ret) {
+		ubt_log(UBT_LOG_ERROR,
+			"held-back write of %zu bytes at offset %llu of inode %llu (subvolume "
+			"%llu) failed: %s; aborting the transaction",
+			len, (unsigned long long)f->held.off, (unsigned long long)f->held.ino,
+			(unsigned long long)f->held.subvol, ubt_strerror(ret));
+		f->fs->wr->aborted = true;
+		f->fs->wr->abort_err = ret;
+	}
+	return ret;
+}
+
+void ubt_api_write_held(ubtrfs_fs *f)
+{
+	ubt_api_wrlock(f);
+	if (held_write(f) && f->fs->wr && f->fs->wr->aborted)
+		abort_teardown(f);
+	/* Back to the read lock before the writer's mutex goes: no writer
+	 * can hold back another write before this reader has read. */
+	ubt_api_tell_abort(f);
+	ubt_api_set_excl(f, false);
+	pthread_rwlock_unlock(&f->lock);
+	ubt_api_rdlock_held(f);
+	pthread_mutex_unlock(&f->wlock);
+}
+
+/* Add len bytes at the end of the held-back write (starting one at off if
+ * none is held).  0 or -ENOMEM. */
+static int hold(ubtrfs_fs *f, const struct op *op, ubtrfs_ino id, const void *buf, size_t len,
+		uint64_t off)
+{
+	size_t need = f->held.len + len;
+
+	if (need > f->held.cap) {
+		size_t cap = UBT_MAX(need, UBT_MIN((size_t)HELD_MAX, 2 * f->held.cap));
+		cap = UBT_MAX(cap, (size_t)16384);
+		unsigned char *nb = realloc(f->held.buf, cap);
+		if (!nb)
+			return -ENOMEM;
+		f->held.buf = nb;
+		f->held.cap = cap;
+	}
+	if (!f->held.len) {
+		f->held.subvol = id.subvol;
+		f->held.ino = id.ino;
+		f->held.off = off;
+	}
+	memcpy(f->held.buf + f->held.len, buf, len);
+	f->held.len = need;
+	f->held.now_sec = btrfs_timespec_sec(&op->bnow);
+	f->held.now_nsec = btrfs_timespec_nsec(&op->bnow);
+	return 0;
+}
+
+/* ubtrfs_write's change: held back when it is small and appends (to the
+ * held-back write, or at the file's end), written straight away else. */
+static int write_or_hold(struct op *op, ubtrfs_ino id, const void *buf, size_t len, uint64_t off)
+{
+	ubtrfs_fs *f = op->f;
+	bool joins = f->held.len && f->held.subvol == id.subvol && f->held.ino == id.ino &&
+		     off == f->held.off + f->held.len && f->held.len + len <= HELD_MAX;
+	int ret;
+
+	if (f->held.len && !joins) {
+		ret = held_write(f);
+		if (ret)
+			return ret;
+	}
+	if (joins || len <= HELD_PIECE) {
+		/* Joining (a piece of any size up to the limit): the whole
+		 * joined write is checked. */
+		ret = ubt_file_write_check(op->t, id.subvol, id.ino, joins ? f->held.off : off,
+					   (joins ? f->held.len : 0) + len, joins);
+		if (!ret && !hold(f, op, id, buf, len, off))
+			return 0;
+		/* Else straight through: its own checks decide (the check
+		 * may ask for more room than it needs). */
+		if (joins) {
+			ret = held_write(f);
+			if (ret)
+				return ret;
+		}
+	}
+	return ubt_file_write(op->t, id.subvol, id.ino, off, buf, len, &op->bnow);
+}
+
 /* ---- inodes in use (for orphans) ---------------------------------------- */
 
 struct inuse_ent {
@@ -456,10 +599,17 @@ void ubt_api_tell_abort(ubtrfs_fs *f)
  * blocks are written, so that readers run meanwhile. */
 static int commit_locked(ubtrfs_fs *f)
 {
-	if (!f->trans)
+	if (!f->trans) {
+		f->held.len = 0;
 		return f->fs->wr && f->fs->wr->aborted ? -EROFS : 0;
+	}
+	int ret = held_write(f);
+	if (ret) {
+		abort_teardown(f);
+		return ret;
+	}
 	struct ubt_trans *t = f->trans;
-	int ret = orphans_flush(f, t);
+	ret = orphans_flush(f, t);
 	if (ret && !t->w->aborted) {
 		/* Committing an orphan without its item would leak it. */
 		t->w->aborted = true;
@@ -538,6 +688,9 @@ void ubt_api_write_close(ubtrfs_fs *f)
 	if (ret && ret != -EROFS)
 		ubt_log(UBT_LOG_ERROR, "commit at close failed: %s", ubt_strerror(ret));
 	inuse_destroy(f);
+	free(f->held.buf);
+	f->held.buf = NULL;
+	f->held.cap = f->held.len = 0;
 	ubt_ns_free(f->ns);
 	f->ns = NULL;
 	ubt_wfs_destroy(f->fs);
@@ -558,8 +711,9 @@ int ubtrfs_commit(ubtrfs_fs *f)
 /* ---- one operation ------------------------------------------------------ */
 
 
-/* Take the lock exclusively and make sure a transaction runs. */
-static int op_begin(ubtrfs_fs *f, struct op *op)
+/* Take the lock exclusively and make sure a transaction runs; held-back
+ * appends are written first unless keep_held (ubtrfs_write). */
+static int op_begin_keep(ubtrfs_fs *f, struct op *op, bool keep_held)
 {
 	struct timespec ts;
 
@@ -568,6 +722,12 @@ static int op_begin(ubtrfs_fs *f, struct op *op)
 	ubt_api_wrlock(f);
 	if (!f->fs->wr || f->fs->wr->aborted) {
 		f->trans = NULL;
+		f->held.len = 0;
+		ubt_api_wrunlock(f);
+		return -EROFS;
+	}
+	if (!keep_held && held_write(f)) {
+		abort_teardown(f);
 		ubt_api_wrunlock(f);
 		return -EROFS;
 	}
@@ -590,6 +750,11 @@ static int op_begin(ubtrfs_fs *f, struct op *op)
 	btrfs_set_timespec_sec(&op->bnow, (uint64_t)ts.tv_sec);
 	btrfs_set_timespec_nsec(&op->bnow, (uint32_t)ts.tv_nsec);
 	return 0;
+}
+
+static int op_begin(ubtrfs_fs *f, struct op *op)
+{
+	return op_begin_keep(f, op, false);
 }
 
 static bool commit_due(ubtrfs_fs *f)
@@ -633,10 +798,7 @@ static int op_end(struct op *op, int ret)
 	if (f->fs->wr->aborted) {
 		/* The engine gave up on the transaction (half-done change):
 		 * readers go back to the last commit. */
-		if (f->fs->wr->running)
-			ubt_trans_abort(f->fs->wr->running,
-					f->fs->wr->abort_err ? f->fs->wr->abort_err : -EIO);
-		f->trans = NULL;
+		abort_teardown(f);
 		if (ret == 0)
 			ret = -EROFS;
 	} else if (f->trans && (ubt_op_scope(f->trans, false), ++f->nops, commit_due(f))) {
@@ -1006,11 +1168,11 @@ ssize_t ubtrfs_write(ubtrfs_fs *f, ubtrfs_ino id, const void *buf, size_t len, u
 	if (len > SSIZE_MAX)
 		return -EINVAL;
 	do {
-		ret = op_begin(f, &op);
+		ret = op_begin_keep(f, &op, true);
 		if (ret)
 			return ret;
 		if (len)
-			ret = ubt_file_write(op.t, id.subvol, id.ino, off, buf, len, &op.bnow);
+			ret = write_or_hold(&op, id, buf, len, off);
 		ret = op_end_retry(&op, ret, &pass);
 	} while (ret == OP_RETRY);
 	return ret ? ret : (ssize_t)len;

@@ -53,11 +53,10 @@ static bool no_holes(const struct ubt_fs *fs)
 	return btrfs_super_incompat_flags(&fs->vol->super) & BTRFS_FEATURE_INCOMPAT_NO_HOLES;
 }
 
-static int read_inode(struct fw *w)
+static int read_inode(struct fw *w, const struct ubt_subvol *sv)
 {
-	const struct ubt_subvol *sv;
 	struct ubt_inode in;
-	int ret = ubt_fs_subvol(w->fs, w->root->objectid, &sv);
+	int ret = 0;
 
 	if (w->ino == BTRFS_EMPTY_SUBVOL_DIR_OBJECTID)
 		return -ENOENT;	/* no item: ubt_inode_read's placeholder is for readers */
@@ -1073,9 +1072,16 @@ static int fw_open(struct fw *w, struct ubt_trans *t, uint64_t subvol, uint64_t 
 	w->t = t;
 	w->fs = t->w->fs;
 	w->ino = ino;
-	int ret = ubt_wroot_get(t, subvol, &w->root);
+	/* A read-only snapshot's files are not written (as the namespace
+	 * operations refuse it: inode_w.c). */
+	const struct ubt_subvol *sv;
+	int ret = ubt_fs_subvol(w->fs, subvol, &sv);
+	if (!ret && sv->readonly)
+		ret = -EROFS;
 	if (!ret)
-		ret = read_inode(w);
+		ret = ubt_wroot_get(t, subvol, &w->root);
+	if (!ret)
+		ret = read_inode(w, sv);
 	if (!ret && !S_ISREG(btrfs_inode_mode(&w->inode)))
 		ret = S_ISDIR(btrfs_inode_mode(&w->inode)) ? -EISDIR : -EINVAL;
 	return ret;
@@ -1199,6 +1205,47 @@ out:
 }
 
 /* Every extent item of `ino` from offset `from` on: fn(ctx, index, offset). */
+int ubt_file_write_check(struct ubt_trans *t, uint64_t subvol, uint64_t ino, uint64_t off,
+			 size_t len, bool joining)
+{
+	struct fw w;
+	int ret = fw_open(&w, t, subvol, ino);
+
+	if (ret)
+		return ret;
+	if (off + len < off)
+		return -EFBIG;
+	uint64_t isize = btrfs_inode_size(&w.inode);
+	if (!joining && off != isize)
+		return 1;
+	/* The data the write can take at most: the sectors it touches, one
+	 * partial sector at its start included - or, when it absorbs an
+	 * inline extent, what ubt_file_write asks for then (the whole new
+	 * size).  A write that ends up inline, or goes into preallocated or
+	 * NODATACOW extents, takes less.  Data first: a new data chunk
+	 * changes the metadata the reserve below then counts, as the write
+	 * itself will meet it. */
+	uint32_t ss = w.fs->sectorsize;
+	uint64_t new_size = UBT_MAX(isize, off + len);
+	uint64_t need = UBT_ALIGN_UP((uint64_t)len, (uint64_t)ss) + ss;
+	if (!(new_size <= MAX_INLINE && new_size < ss)) {
+		ret = has_inline(&w);
+		if (ret < 0)
+			return ret;
+		if (ret > 0)
+			need = UBT_MAX(need, UBT_ALIGN_UP(new_size, (uint64_t)ss));
+	}
+	if (joining)
+		/* Nothing may change before the held-back write is made: the
+		 * room as it is (its metadata room, which does not depend on
+		 * the length, was checked when it began). */
+		return ubt_data_free_bytes(t->w) >= need ? 0 : -ENOSPC;
+	ret = reserve_data(&w, need);
+	if (ret)
+		return ret;
+	return ubt_reserve_metadata(t, false);
+}
+
 static int each_item(struct fw *w, uint64_t from, void (*fn)(void *ctx, uint64_t i, uint64_t off),
 		     void *ctx)
 {

@@ -20,6 +20,17 @@
  */
 int ubt_file_write(struct ubt_trans *t, uint64_t subvol, uint64_t ino, uint64_t off,
 		   const void *buf, size_t len, const struct btrfs_timespec *now);
+/* Will ubt_file_write(t, subvol, ino, off, buf, len) pass its checks (a
+ * regular file, the size, metadata room, data room for every sector it
+ * touches) in the state as it is?  0 if so, else -errno (perhaps where
+ * the write itself would pass: it may need less data room).  Unless
+ * joining: 1 (nothing checked) when off is not the file's size, and a new
+ * data or metadata chunk when the groups are full, as the write would
+ * take one.  joining (a held-back write of off.. grows to len): the data
+ * room as it is, nothing changed - its metadata room was checked when it
+ * began, and nothing may change before it is made. */
+int ubt_file_write_check(struct ubt_trans *t, uint64_t subvol, uint64_t ino, uint64_t off,
+			 size_t len, bool joining);
 /* Set the size of a regular file: extents past the end are dropped (a
  * partial last sector rewritten zero-padded); growing adds a hole. */
 int ubt_file_truncate(struct ubt_trans *t, uint64_t subvol, uint64_t ino, uint64_t size,
