@@ -558,6 +558,21 @@ oracle_mkfs() {
 	fi
 }
 
+# oracle_mkfs_with MAKER OPTS IMAGE...: a filesystem made by `ubtrfs mkfs`
+# (MAKER ubtrfs) or mkfs.btrfs (any other MAKER) with the options in the
+# word list OPTS; on failure the tool's output goes to stderr, return 1.
+oracle_mkfs_with() {
+	local maker=$1 opts=$2 out
+	shift 2
+	if [[ $maker == ubtrfs ]]; then
+		# shellcheck disable=SC2086
+		out=$("$UBTRFS" mkfs -q -f $opts "$@" 2>&1) || { printf '%s\n' "$out" >&2; return 1; }
+	else
+		# shellcheck disable=SC2086
+		out=$(mkfs.btrfs -f -q $opts "$@" 2>&1) || { printf '%s\n' "$out" >&2; return 1; }
+	fi
+}
+
 # Attach (or reuse) a loop device; sets _ORACLE_LOOP_DEV and _ORACLE_LOOP_NEW.
 _oracle_attach() {
 	local ro=$1 img dev back
@@ -741,6 +756,18 @@ oracle_check_clean() {
 	if ((rc)) || ! grep -q "no error found" <<<"$out"; then
 		printf '%s\n' "$out" | tail -n 30 >&2
 		oracle_log "$what: btrfs check --readonly failed (exit $rc)"
+		return 1
+	fi
+}
+
+# oracle_check_clean_data WHAT IMG: as oracle_check_clean for a filesystem
+# on one image file, its data checksums verified too (--check-data-csum).
+oracle_check_clean_data() {
+	local what=$1 out rc=0
+	out=$(btrfs check --readonly --check-data-csum "$2" 2>&1) || rc=$?
+	if ((rc)) || ! grep -q "no error found" <<<"$out"; then
+		printf '%s\n' "$out" | tail -n 30 >&2
+		oracle_log "$what: btrfs check --readonly --check-data-csum failed (exit $rc)"
 		return 1
 	fi
 }

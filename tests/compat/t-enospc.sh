@@ -100,13 +100,7 @@ run_cell() {
 	for ((i = 0; i < ndev; i++)); do
 		imgs+=("$(oracle_image "$name/d$i.img" "$size")")
 	done
-	if [[ $maker == ubtrfs ]]; then
-		# shellcheck disable=SC2086
-		out=$("$UBTRFS" mkfs -q -f $opts "${imgs[@]}" 2>&1) || { printf '%s\n' "$out" >&2; return 1; }
-	else
-		# shellcheck disable=SC2086
-		out=$(mkfs.btrfs -f -q $opts "${imgs[@]}" 2>&1) || { printf '%s\n' "$out" >&2; return 1; }
-	fi
+	oracle_mkfs_with "$maker" "$opts" "${imgs[@]}" || return 1
 	local first second
 	first=$(fill "$name-fill1" 1 1 "${imgs[@]}") || return 1
 	check_clean "$name (full)" "${imgs[@]}" || return 1

@@ -29,16 +29,6 @@ T=$ORACLE_TMP
 FAILS=0
 QUICK=${UBTRFS_TEST_QUICK:-0}
 
-check_clean() {
-	local what=$1 img=$2 out rc=0
-	out=$(btrfs check --readonly --check-data-csum "$img" 2>&1) || rc=$?
-	if ((rc)) || ! grep -q "no error found" <<<"$out"; then
-		printf '%s\n' "$out" | tail -n 30 >&2
-		oracle_log "$what: btrfs check --readonly --check-data-csum failed"
-		return 1
-	fi
-}
-
 kernel_compare() {
 	local what=$1 img=$2 model=$3 mnt=$T/mnt f bad=0
 	oracle_kmount -o ro "$mnt" "$img" || return 1
@@ -57,13 +47,7 @@ run_cell() {
 	local name=$1 maker=$2 opts=$3 ops=$4 img out mnt=$T/mnt
 	((QUICK)) && ops=$((ops / 4))
 	img=$(oracle_image "$name.img" 1G)
-	if [[ $maker == ubtrfs ]]; then
-		# shellcheck disable=SC2086
-		out=$("$UBTRFS" mkfs -q -f $opts "$img" 2>&1) || { printf '%s\n' "$out" >&2; return 1; }
-	else
-		# shellcheck disable=SC2086
-		out=$(mkfs.btrfs -f -q $opts "$img" 2>&1) || { printf '%s\n' "$out" >&2; return 1; }
-	fi
+	oracle_mkfs_with "$maker" "$opts" "$img" || return 1
 	oracle_kmount "$mnt" "$img" || return 1
 	: >"$mnt/f0"
 	: >"$mnt/f1"
@@ -79,7 +63,7 @@ run_cell() {
 		oracle_log "$name: file_stress failed"
 		return 1
 	fi
-	check_clean "$name (after ubtrfs)" "$img" || return 1
+	oracle_check_clean_data "$name (after ubtrfs)" "$img" || return 1
 	kernel_compare "$name (after ubtrfs)" "$img" "$T/$name.m1" || return 1
 	oracle_kmount "$mnt" "$img" || return 1
 	head -c 100000 /dev/urandom | dd of="$mnt/f3" bs=4096 seek=3 conv=notrunc status=none
@@ -87,12 +71,12 @@ run_cell() {
 	truncate -s 10000 "$mnt/f4"
 	sync
 	oracle_kumount "$mnt"
-	check_clean "$name (after the kernel)" "$img" || return 1
+	oracle_check_clean_data "$name (after the kernel)" "$img" || return 1
 	if ! "$FS_TOOL" "$img" "$((ops / 2))" 2 20 "$T/$name.m2"; then
 		oracle_log "$name: file_stress (second run, on the kernel's changes) failed"
 		return 1
 	fi
-	check_clean "$name (after ubtrfs again)" "$img" || return 1
+	oracle_check_clean_data "$name (after ubtrfs again)" "$img" || return 1
 	kernel_compare "$name (after ubtrfs again)" "$img" "$T/$name.m2" || return 1
 	oracle_log "$name: ok"
 }

@@ -33,16 +33,6 @@ T=$ORACLE_TMP
 FAILS=0
 QUICK=${UBTRFS_TEST_QUICK:-0}
 
-check_clean() {
-	local what=$1 img=$2 out rc=0
-	out=$(btrfs check --readonly --check-data-csum "$img" 2>&1) || rc=$?
-	if ((rc)) || ! grep -q "no error found" <<<"$out"; then
-		printf '%s\n' "$out" | tail -n 30 >&2
-		oracle_log "$what: btrfs check --readonly --check-data-csum failed"
-		return 1
-	fi
-}
-
 # The kernel's top directory holds exactly the model's files, byte-identical.
 kernel_compare() {
 	local what=$1 img=$2 model=$3 mnt=$T/mnt f bad=0
@@ -67,19 +57,13 @@ run_cell() {
 	local name=$1 maker=$2 opts=$3 ops=$4 size=$5 img out
 	((QUICK)) && [[ $ops != fill ]] && ops=$((ops / 4))
 	img=$(oracle_image "$name.img" "$size")
-	if [[ $maker == ubtrfs ]]; then
-		# shellcheck disable=SC2086
-		out=$("$UBTRFS" mkfs -q -f $opts "$img" 2>&1) || { printf '%s\n' "$out" >&2; return 1; }
-	else
-		# shellcheck disable=SC2086
-		out=$(mkfs.btrfs -f -q $opts "$img" 2>&1) || { printf '%s\n' "$out" >&2; return 1; }
-	fi
+	oracle_mkfs_with "$maker" "$opts" "$img" || return 1
 	mkdir -p "$T/$name.m"
 	if ! "$TOOL" "$img" "$ops" 7 "$T/$name.m"; then
 		oracle_log "$name: append_stress failed"
 		return 1
 	fi
-	check_clean "$name" "$img" || return 1
+	oracle_check_clean_data "$name" "$img" || return 1
 	kernel_compare "$name" "$img" "$T/$name.m" || return 1
 	oracle_log "$name: ok"
 }
