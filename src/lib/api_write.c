@@ -61,8 +61,8 @@ static int truncate_steps(struct op *op, uint64_t subvol, uint64_t ino, uint64_t
  * piece after the first rewrites the file's partial last sector (a new
  * extent, the old one freed, the checksums of both) and searches the
  * file's extents and the checksum tree again.  So a small write that
- * starts at a file's end is held back, and the writes that continue it
- * directly join it; the first call of any other kind - a read or a stat
+ * starts at a file's end and ends inside a sector is held back, and the
+ * writes that continue it directly join it; the first call of any other kind - a read or a stat
  * too (ubt_api_rdlock) - and every commit write them as one engine write
  * first.  Nothing else runs in between, so the engine write meets the
  * state the checks saw: ubt_file_write_check makes every check of the
@@ -178,7 +178,10 @@ static int write_or_hold(struct op *op, ubtrfs_ino id, const void *buf, size_t l
 		if (ret)
 			return ret;
 	}
-	if (joins || len <= HELD_PIECE) {
+	/* A new hold only for a write that ends inside a sector: the next
+	 * piece would rewrite that sector (a whole-sector write that no piece
+	 * continues - a 4 KiB file - gains nothing from waiting). */
+	if (joins || (len <= HELD_PIECE && (off + len) % f->fs->sectorsize)) {
 		/* Joining (a piece of any size up to the limit): the whole
 		 * joined write is checked. */
 		ret = ubt_file_write_check(op->t, id.subvol, id.ino, joins ? f->held.off : off,
