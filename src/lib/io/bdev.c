@@ -245,6 +245,9 @@ static int file_write(struct ubt_bdev *bd, const void *buf, size_t len, uint64_t
 		goto out;
 	}
 	ret = pwrite_all(fp->fd, buf, len, off);
+	if (ret)
+		ubt_log(UBT_LOG_ERROR, "%s: writing %zu bytes at offset %llu failed: %s", bd->name,
+			len, (unsigned long long)off, ubt_strerror(ret));
 out:
 	pthread_mutex_unlock(&fp->lock);
 	return ret;

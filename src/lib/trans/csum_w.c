@@ -56,6 +56,8 @@ uint32_t ubt_csum_item_max(uint32_t nodesize, uint32_t csum_size)
 static int abort_changed(struct ubt_trans *t, int ret)
 {
 	if (ret < 0 && !t->w->aborted) {
+		ubt_log(UBT_LOG_ERROR, "a checksum tree change failed part way (%s): aborting",
+			ubt_strerror(ret));
 		t->w->aborted = true;
 		t->w->abort_err = ret;
 	}

@@ -48,6 +48,8 @@ static uint32_t nodesize_of(const struct ubt_trans *t)
 static int abort_with(struct ubt_trans *t, int ret)
 {
 	if (ret < 0 && ret != -EEXIST && ret != -ENOENT && ret != -E2BIG && !t->w->aborted) {
+		ubt_log(UBT_LOG_ERROR, "a tree change failed part way (%s): aborting",
+			ubt_strerror(ret));
 		t->w->aborted = true;
 		t->w->abort_err = ret;
 	}

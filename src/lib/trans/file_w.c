@@ -829,6 +829,8 @@ static int grow_last(struct fw *w, uint64_t s, const uint8_t *data, size_t have)
 		ret = set_extent_sizes(w, &key, new_used, new_len);
 	if (ret) {
 		if (!t->w->aborted) {
+			ubt_log(UBT_LOG_ERROR, "growing a data extent of inode %llu failed part way "
+				"(%s): aborting", (unsigned long long)w->ino, ubt_strerror(ret));
 			t->w->aborted = true;
 			t->w->abort_err = ret;
 		}
