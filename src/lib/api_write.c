@@ -66,7 +66,9 @@ static int truncate_steps(struct op *op, uint64_t subvol, uint64_t ino, uint64_t
  * too (ubt_api_rdlock) - and every commit write them as one engine write
  * first.  Nothing else runs in between, so the engine write meets the
  * state the checks saw: ubt_file_write_check makes every check of the
- * joined write (file type, size, metadata and data room) before a write
+ * joined write (file type, size, data and metadata room; a joining piece
+ * the data room only, taking no chunk - the metadata room, which does not
+ * depend on the length, was checked when the hold began) before a write
  * is held and returns.  The joined write can then only fail as a half-done
  * change does (a read error, no memory): the transaction aborts, and the
  * filesystem turns read-only with its last commit, as for any such error.
@@ -106,10 +108,9 @@ static int held_write(ubtrfs_fs *f)
 	ubt_op_scope(f->trans, true);
 	int ret = ubt_file_write(f->trans, f->held.subvol, f->held.ino, f->held.off, f->held.buf,
 				 len, &now);
-	/* The caller's reserve was checked before this write took room:
-	 * what it does next checks again, in full. */
-	f->trans->op_scope = scope;
-	f->trans->op_reserved = false;
+	/* Back to the caller's scope, its reserve to be checked again in
+	 * full: this write took room after it was checked. */
+	ubt_op_scope(f->trans, scope);
 	if (ret) {
 		ubt_log(UBT_LOG_ERROR,
 			"held-back write of %zu bytes at offset %llu of inode %llu (subvolume "

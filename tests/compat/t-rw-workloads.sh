@@ -51,7 +51,8 @@
 #           -o rw,subvolid=<sv's id>
 #   raid1   two devices, mkfs -d raid1 -m raid1, kernel mount -o compress=zlib;
 #           ubtrfs mounts the top level -o rw with both images and writes
-#           into sv/ (and must refuse a write into snap-ro with EROFS)
+#           into sv/ (and must refuse a create in snap-ro, an append to
+#           and a truncate of a file there with EROFS)
 # Each: the kernel's record (manifests with inode numbers, ctime and atime of
 # every snapshot; dump-tree of every snapshot's tree; the subvolume list);
 # sv copied to tmpfs (cp -a) as the reference; the mutation workload
@@ -560,6 +561,22 @@ fuse_workload() {
 		elif ! grep -q 'Read-only file system' "$T/$name.probe.err"; then
 			ro_fail "$name: creating a file in the read-only snapshot: $(cat "$T/$name.probe.err") (want EROFS)"
 		fi
+		# Its files' data too (an append, a truncate): EROFS, and the
+		# snapshot's manifest check below finds them unchanged.
+		local f op rc
+		f=$(find "$mnt/snap-ro" -type f -size +1 | LC_ALL=C sort | head -n 1)
+		for op in append truncate; do
+			rc=0
+			case $op in
+			append) (printf x >>"$f") 2>"$T/$name.probe.err" || rc=$? ;;
+			truncate) truncate -s 1 -- "$f" 2>"$T/$name.probe.err" || rc=$? ;;
+			esac
+			if ((rc == 0)); then
+				ro_fail "$name: $op of ${f#"$mnt/"} in the read-only snapshot through ubtrfs succeeded"
+			elif ! grep -q 'Read-only file system' "$T/$name.probe.err"; then
+				ro_fail "$name: $op in the read-only snapshot: $(cat "$T/$name.probe.err") (want EROFS)"
+			fi
+		done
 	fi
 	t=$SECONDS
 	ro_fuse_down "$name rw" "$mnt" "$log"

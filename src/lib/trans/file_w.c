@@ -56,12 +56,10 @@ static bool no_holes(const struct ubt_fs *fs)
 static int read_inode(struct fw *w, const struct ubt_subvol *sv)
 {
 	struct ubt_inode in;
-	int ret = 0;
 
 	if (w->ino == BTRFS_EMPTY_SUBVOL_DIR_OBJECTID)
 		return -ENOENT;	/* no item: ubt_inode_read's placeholder is for readers */
-	if (!ret)
-		ret = ubt_inode_read_facts(w->fs, sv, w->ino, &in, NULL, &w->empty);
+	int ret = ubt_inode_read_facts(w->fs, sv, w->ino, &in, NULL, &w->empty);
 	if (!ret)
 		w->inode = in.item;
 	return ret;
@@ -1206,7 +1204,6 @@ out:
 	return ret;
 }
 
-/* Every extent item of `ino` from offset `from` on: fn(ctx, index, offset). */
 int ubt_file_write_check(struct ubt_trans *t, uint64_t subvol, uint64_t ino, uint64_t off,
 			 size_t len, bool joining)
 {
@@ -1248,6 +1245,7 @@ int ubt_file_write_check(struct ubt_trans *t, uint64_t subvol, uint64_t ino, uin
 	return ubt_reserve_metadata(t, false);
 }
 
+/* Every extent item of `ino` from offset `from` on: fn(ctx, index, offset). */
 static int each_item(struct fw *w, uint64_t from, void (*fn)(void *ctx, uint64_t i, uint64_t off),
 		     void *ctx)
 {
