@@ -174,11 +174,22 @@ oracle_init_block_patching() {
 # oracle_block_copies IMG LOGICAL: ORACLE_COPIES = the physical offsets of
 # every copy of the block at LOGICAL in the single-device image IMG
 # (btrfs-map-logical: the caller requires it); none fails the test.
+# btrfs-map-logical first looks the block up in the extent tree, and
+# btrfs-progs 6.2 sometimes misses one that is there (seen once in CI on
+# a kernel-made image); then the chunk tree's dump maps it (SINGLE and DUP
+# chunks: each stripe's offset plus the block's offset in the chunk).
 ORACLE_COPIES=()
 oracle_block_copies() {
 	mapfile -t ORACLE_COPIES < <(btrfs-map-logical -l "$2" "$1" 2>/dev/null |
 		awk '/physical/ { for (i = 1; i <= NF; i++) if ($i == "physical") print $(i + 1) }')
-	((${#ORACLE_COPIES[@]} >= 1)) || oracle_fail "btrfs-map-logical found no copy of block $2"
+	if ((${#ORACLE_COPIES[@]} == 0)); then
+		mapfile -t ORACLE_COPIES < <(btrfs inspect-internal dump-tree -t chunk "$1" 2>/dev/null |
+			awk -v l="$2" '
+			/CHUNK_ITEM [0-9]+\)/ { s = $0; sub(/.*CHUNK_ITEM /, "", s); sub(/\).*/, "", s); start = s + 0; len = 0 }
+			$1 == "length" { len = $2 + 0; plain = $0 !~ /RAID/ }
+			$1 == "stripe" && $3 == "devid" && plain && l + 0 >= start && l + 0 < start + len { print $6 + (l - start) }')
+	fi
+	((${#ORACLE_COPIES[@]} >= 1)) || oracle_fail "neither btrfs-map-logical nor the chunk tree found a copy of block $2"
 }
 
 oracle_require_python() {
