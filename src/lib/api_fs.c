@@ -395,8 +395,8 @@ int ubtrfs_subvol_root(ubtrfs_fs *f, uint64_t subvol, ubtrfs_ino *out)
 
 int ubtrfs_stat(ubtrfs_fs *f, ubtrfs_ino id, struct ubtrfs_stat *out)
 {
-	ubt_api_rdlock(f);
-	int r = unl_stat(f, id, out);
+	int e = ubt_api_rdlock(f);
+	int r = e ? e : unl_stat(f, id, out);
 	ubt_api_unlock(f);
 	return r;
 }
@@ -411,16 +411,16 @@ int ubtrfs_stat_mode(ubtrfs_fs *f, ubtrfs_ino id, struct ubtrfs_stat *out)
 
 int ubtrfs_lookup(ubtrfs_fs *f, ubtrfs_ino dir, const char *name, struct ubtrfs_stat *out)
 {
-	ubt_api_rdlock(f);
-	int r = unl_lookup(f, dir, name, out);
+	int e = ubt_api_rdlock(f);
+	int r = e ? e : unl_lookup(f, dir, name, out);
 	ubt_api_unlock(f);
 	return r;
 }
 
 int ubtrfs_resolve(ubtrfs_fs *f, ubtrfs_ino start, const char *path, struct ubtrfs_stat *out)
 {
-	ubt_api_rdlock(f);
-	int r = unl_resolve(f, start, path, out);
+	int e = ubt_api_rdlock(f);
+	int r = e ? e : unl_resolve(f, start, path, out);
 	ubt_api_unlock(f);
 	return r;
 }
@@ -428,8 +428,8 @@ int ubtrfs_resolve(ubtrfs_fs *f, ubtrfs_ino start, const char *path, struct ubtr
 int ubtrfs_readdir(ubtrfs_fs *f, ubtrfs_ino dir, uint64_t offset,
 		   int (*fn)(void *ctx, const struct ubtrfs_dirent *e), void *ctx)
 {
-	ubt_api_rdlock(f);
-	int r = unl_readdir(f, dir, offset, fn, ctx);
+	int e = ubt_api_rdlock(f);
+	int r = e ? e : unl_readdir(f, dir, offset, fn, ctx);
 	ubt_api_unlock(f);
 	return r;
 }
@@ -444,8 +444,8 @@ int ubtrfs_parent(ubtrfs_fs *f, ubtrfs_ino dir, ubtrfs_ino *out)
 
 ssize_t ubtrfs_read(ubtrfs_fs *f, ubtrfs_ino id, void *buf, size_t len, uint64_t off)
 {
-	ubt_api_rdlock(f);
-	ssize_t r = unl_read(f, id, buf, len, off);
+	int e = ubt_api_rdlock(f);
+	ssize_t r = e ? e : unl_read(f, id, buf, len, off);
 	ubt_api_unlock(f);
 	return r;
 }
@@ -453,8 +453,8 @@ ssize_t ubtrfs_read(ubtrfs_fs *f, ubtrfs_ino id, void *buf, size_t len, uint64_t
 ssize_t ubtrfs_read_iov(ubtrfs_fs *f, ubtrfs_ino id, void *scratch, size_t len, uint64_t off,
 			struct iovec *iov, size_t *iovcnt)
 {
-	ubt_api_rdlock(f);
-	ssize_t r = unl_read_iov(f, id, scratch, len, off, iov, iovcnt);
+	int e = ubt_api_rdlock(f);
+	ssize_t r = e ? e : unl_read_iov(f, id, scratch, len, off, iov, iovcnt);
 	ubt_api_unlock(f);
 	return r;
 }
@@ -486,8 +486,8 @@ ssize_t ubtrfs_getxattr(ubtrfs_fs *f, ubtrfs_ino id, const char *name, void *buf
 int ubtrfs_data_ranges(ubtrfs_fs *f, ubtrfs_ino id,
 		       int (*fn)(void *ctx, uint64_t off, uint64_t len), void *ctx)
 {
-	ubt_api_rdlock(f);
-	int r = unl_data_ranges(f, id, fn, ctx);
+	int e = ubt_api_rdlock(f);
+	int r = e ? e : unl_data_ranges(f, id, fn, ctx);
 	ubt_api_unlock(f);
 	return r;
 }

@@ -71,8 +71,9 @@ static inline void ubt_api_will_block(ubtrfs_fs *f)
 void ubt_api_lock_misuse(void) __attribute__((noreturn));
 
 /* Write held-back appends now (api_write.c): takes the write locks,
- * returns with the read lock held. */
-void ubt_api_write_held(ubtrfs_fs *f);
+ * returns with the read lock held.  0, or the error the write met (the
+ * transaction is aborted then: the read goes on in the last commit). */
+int ubt_api_write_held(ubtrfs_fs *f);
 
 /* The read lock, without writing held-back appends first: for reads that
  * do not look at file sizes, data or times. */
@@ -87,14 +88,19 @@ static inline void ubt_api_rdlock_held(ubtrfs_fs *f)
 
 /* The read lock, held-back appends written: a read sees every write that
  * returned.  (A nested read call finds none held back: no writer ran
- * since the outer call looked.) */
-static inline void ubt_api_rdlock(ubtrfs_fs *f)
+ * since the outer call looked.)  Returns with the lock held in any case:
+ * 0, or the error of a held-back write it made that failed - the calls
+ * that read what the write changed (a file's data, size, times, the
+ * names of its directory) return that error rather than the last commit's
+ * state without a word. */
+static inline int ubt_api_rdlock(ubtrfs_fs *f)
 {
 	ubt_api_rdlock_held(f);
 	if (f->held.len) {
 		pthread_rwlock_unlock(&f->lock);
-		ubt_api_write_held(f);
+		return ubt_api_write_held(f);
 	}
+	return 0;
 }
 static inline void ubt_api_unlock(ubtrfs_fs *f)
 {

@@ -123,10 +123,11 @@ static int held_write(ubtrfs_fs *f)
 	return ret;
 }
 
-void ubt_api_write_held(ubtrfs_fs *f)
+int ubt_api_write_held(ubtrfs_fs *f)
 {
 	ubt_api_wrlock(f);
-	if (held_write(f) && f->fs->wr && f->fs->wr->aborted)
+	int ret = held_write(f);
+	if (ret && f->fs->wr && f->fs->wr->aborted)
 		abort_teardown(f);
 	/* Back to the read lock before the writer's mutex goes: no writer
 	 * can hold back another write before this reader has read. */
@@ -135,6 +136,7 @@ void ubt_api_write_held(ubtrfs_fs *f)
 	pthread_rwlock_unlock(&f->lock);
 	ubt_api_rdlock_held(f);
 	pthread_mutex_unlock(&f->wlock);
+	return ret;
 }
 
 /* Add len bytes at the end of the held-back write (starting one at off if
