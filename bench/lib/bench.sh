@@ -46,7 +46,7 @@ bench_fail() {
 }
 
 bench_is_fuse() {
-	[[ $1 == ubtrfs || $1 == ubtrfs-kernelmkfs ]] || bench_is_passthrough "$1"
+	[[ $1 == ubtrfs || $1 == ubtrfs-kernelmkfs || $1 == fuse-memfs ]] || bench_is_passthrough "$1"
 }
 
 # The two FUSE passthroughs over an ext4 mount: bindfs and libfuse's.
@@ -400,6 +400,7 @@ bench_verify() {
 	local t n sum ref
 	ref=$(sha256sum <"${MNT[kernel-ext4]}/data/rand-256m" | cut -d' ' -f1)
 	for t in "${TARGETS[@]}"; do
+		[[ $t == fuse-memfs ]] && continue	# writes only
 		bench_is_fuse "$t" && bench_fuse_up "$t"
 		n=$(find "${MNT[$t]}/tree" | wc -l)
 		sum=$(sha256sum <"${MNT[$t]}/data/rand-256m" | cut -d' ' -f1)
@@ -679,6 +680,7 @@ bench_perf_stop() {
 	local d=$T/perf-$wl.data out=$PROFILE_DIR/$wl-$t.txt comm=ubtrfs
 	[[ $t == fuse-passthrough ]] && comm=bindfs
 	[[ $t == fuse-passthrough-ll ]] && comm=passthrough_ll
+	[[ $t == fuse-memfs ]] && comm=memfs
 	{
 		echo "# perf record -F 999 --call-graph dwarf, $( ((PINNED)) && echo "CPU $PIN_CPU" || echo "all CPUs"), $wl on $t"
 		echo "# --- share of samples by command and DSO"
@@ -883,6 +885,15 @@ bench_w_up() {
 			bench_fail "mkfs.ext4 $WIMG" ;;
 	esac
 	case $t in
+	fuse-memfs)
+		# No image: the ceiling's files live in its memory.
+		"${PIN[@]}" "$MEMFS" -f "$WMNT" >>"$LOG" 2>&1 &
+		pid=$!
+		kill -0 "$pid" 2>/dev/null && oracle_register_pid "$pid"
+		bench_wait_mounted "$WMNT" "$pid"
+		oracle_register_mount "$WMNT"
+		DPID[$t]=$pid
+		;;
 	ubtrfs | ubtrfs-kernelmkfs)
 		"${PIN[@]}" "$UB" mount -f -o rw "$WIMG" "$WMNT" >>"$LOG" 2>&1 &
 		pid=$!
@@ -965,7 +976,7 @@ bench_w_down() {
 # directory, which the daemon answers by committing its transaction.
 bench_w_sync() {
 	case $1 in
-	ubtrfs | ubtrfs-kernelmkfs) sync -- "$WMNT" ;;
+	ubtrfs | ubtrfs-kernelmkfs | fuse-memfs) sync -- "$WMNT" ;;
 	kernel-btrfs | kernel-ext4) sync -f -- "$WMNT" ;;
 	fuse-passthrough | fuse-passthrough-ll) sync -f -- "$WUNDER" ;;
 	esac
@@ -1096,6 +1107,8 @@ bench_run_write() {
 bench_targets_for() {
 	local wl=$1 t
 	for t in "${TARGETS[@]}"; do
+		# The in-memory ceiling has writes only.
+		[[ $t == fuse-memfs ]] && ! bench_is_write_wl "$wl" && continue
 		case $wl in
 		memory) [[ $t == ubtrfs ]] || continue ;;
 		get-cold) bench_is_ubtrfs "$t" || [[ $t == kernel-btrfs ]] || continue ;;
