@@ -154,7 +154,8 @@ int ubt_alloc_chunk(struct ubt_trans *t, uint64_t kind)
 		if (holes[nh].len >= SZ_1M)
 			nh++;
 	}
-	qsort(holes, nh, sizeof(*holes), cmp_hole);
+	if (nh > 1)
+		qsort(holes, nh, sizeof(*holes), cmp_hole);
 
 	uint32_t nstripes, sub = 1, ndev;
 	switch (profile) {

@@ -715,7 +715,8 @@ static int apply_extent(struct ubt_trans *t, struct ubt_wroot *et, struct ubt_dr
 		if (x.v[k].count)
 			x.v[keep++] = x.v[k];
 	x.n = keep;
-	qsort(x.v, x.n, sizeof(*x.v), cmp_inline);
+	if (x.n > 1)	/* none: an extent with keyed references only */
+		qsort(x.v, x.n, sizeof(*x.v), cmp_inline);
 	if (x.exists) {
 		ret = store_item(t, et, &x);
 	} else {
@@ -766,7 +767,8 @@ int ubt_run_drefs(struct ubt_trans *t)
 		free(t->ref_next);
 		t->ref_head = t->ref_next = NULL;
 		t->ref_nbuckets = 0;
-		qsort(batch, n, sizeof(*batch), cmp_dref);
+		if (n > 1)
+			qsort(batch, n, sizeof(*batch), cmp_dref);
 		struct csum_run csums = { 0, 0 };
 		ret = 0;
 		for (size_t i = 0; i < n && !ret;) {
