@@ -6,8 +6,10 @@
 # rw` runs in the background.  If it comes up, a workload runs under a
 # timeout: a stat walk; then in the root and in up to 8 directories found
 # a new file (5000 bytes, fsync'ed), a directory, a symlink, a hard link,
-# a rename; appends to, truncates, sets an xattr on and unlinks some of the
-# files found; a final fsync of the root.  Errors (EIO, EUCLEAN, EROFS,
+# a rename; a 1 MiB file with preallocated space written into, punched
+# and truncated; appends to, truncates, overwrites, copies (a reflink
+# where aligned), chmods/chowns, sets and removes xattrs of, renames and
+# unlinks some of the files found; a final fsync of the root.  Errors (EIO, EUCLEAN, EROFS,
 # ENOSPC, ...) are answers; a hang is not.
 #
 # The btrfs-image dumps among them carry the METADUMP superblock flag,
@@ -62,6 +64,15 @@ for d, ds, fs in os.walk(root):
             except OSError:
                 pass
 
+import ctypes
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
+
+def fallocate(fd, mode, off, length):
+    if _libc.fallocate(fd, mode, off, length) != 0:
+        e = ctypes.get_errno()
+        raise OSError(e, os.strerror(e))
+
 def attempt(fn, *args):
     try:
         return fn(*args)
@@ -80,8 +91,16 @@ for i, d in enumerate(dirs):
     attempt(os.symlink, "ubt-new-%d" % i, os.path.join(d, "ubt-sym-%d" % i))
     attempt(os.link, f, os.path.join(d, "ubt-link-%d" % i))
     attempt(os.rename, f, os.path.join(d, "ubt-moved-%d" % i))
+big = os.path.join(root, "ubt-big")
+fd = attempt(os.open, big, os.O_RDWR | os.O_CREAT, 0o644)
+if fd is not None:
+    attempt(os.pwrite, fd, data * 200, 0)                  # ~1 MiB: new extents
+    attempt(fallocate, fd, 0, 1 << 20, 1 << 20)         # preallocated
+    attempt(os.pwrite, fd, data[:3000], (1 << 20) + 5000)  # into it
+    attempt(os.fsync, fd)
+    os.close(fd)
 for i, f in enumerate(files):
-    k = i % 4
+    k = i % 8
     if k == 0:
         fd = attempt(os.open, f, os.O_WRONLY | os.O_APPEND)
         if fd is not None:
@@ -91,10 +110,41 @@ for i, f in enumerate(files):
         attempt(os.truncate, f, 1000)
     elif k == 2:
         attempt(os.setxattr, f, "user.ubtrfs", b"x" * 30)
-    else:
+    elif k == 3:
         attempt(os.unlink, f)
+    elif k == 4:
+        fd = attempt(os.open, f, os.O_WRONLY)
+        if fd is not None:
+            attempt(os.pwrite, fd, data[:4096], 0)         # overwrite in place
+            attempt(os.fsync, fd)
+            os.close(fd)
+    elif k == 5:
+        src = attempt(os.open, f, os.O_RDONLY)
+        dst = attempt(os.open, f + ".ubt-copy", os.O_WRONLY | os.O_CREAT, 0o644)
+        if src is not None and dst is not None:
+            attempt(os.copy_file_range, src, dst, 1 << 20)  # a reflink where aligned
+        for x in (src, dst):
+            if x is not None:
+                os.close(x)
+    elif k == 6:
+        attempt(os.chmod, f, 0o4755)
+        attempt(os.chown, f, 1, 1)
+        for name in attempt(os.listxattr, f) or []:
+            attempt(os.removexattr, f, name)
+    else:
+        attempt(os.rename, f, os.path.join(root, "ubt-renamed-%d" % i))
+if len(files) > 1:
+    attempt(os.rename, files[1], files[0])                  # over an existing name
 for d in dirs:
     attempt(os.rmdir, os.path.join(d, "ubt-dir-0"))
+for d in reversed(dirs[1:]):
+    attempt(os.rmdir, d)                                     # empty ones go
+fd = attempt(os.open, big, os.O_RDWR)
+if fd is not None:
+    attempt(fallocate, fd, 3, 4096, 65536)              # punch a hole
+    attempt(os.ftruncate, fd, 100000)
+    os.close(fd)
+attempt(os.unlink, big)
 fd = attempt(os.open, root, os.O_RDONLY | os.O_DIRECTORY)
 if fd is not None:
     attempt(os.fsync, fd)
@@ -207,7 +257,7 @@ while IFS=$'\t' read -r path expect _; do
 	if [ $up = 1 ]; then
 		what=mounted
 		if grep -q 'error' "$log"; then
-			what="mounted, errors logged"
+			what="mounted, errors logged: $(grep -m1 'error' "$log" | cut -c1-150)"
 		elif [ "$expect" = clean ] && [ $rc = 0 ]; then
 			checked=$((checked + 1))
 			if out=$(btrfs check --readonly "$raw" 2>&1); then
