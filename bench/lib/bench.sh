@@ -875,7 +875,7 @@ bench_w_up() {
 	WUNDER=$T/wmnt/under
 	mkdir -p -- "$WMNT" "$WUNDER"
 	rm -f -- "$WIMG"
-	truncate -s 4G -- "$WIMG"
+	[[ $t == fuse-memfs ]] || truncate -s 4G -- "$WIMG"
 	case $t in
 	ubtrfs) "$UB" mkfs -q -f "$WIMG" >>"$LOG" 2>&1 || bench_fail "ubtrfs mkfs $WIMG" ;;
 	ubtrfs-kernelmkfs | kernel-btrfs)

@@ -365,12 +365,17 @@ def main():
       "minus ro); "
       "each measured command ends by making its writes durable the target's own way "
       "(syncfs of the kernel mount, of the ext4 below a passthrough; for ubtrfs an fsync of "
-      "the mount's root directory, which commits the transaction). "
-      "`fuse-memfs` (write workloads only; not in latest.csv): `bench/tools/memfs.c`, an "
-      "in-memory FUSE filesystem that negotiates what ubtrfs's read-write mount "
-      "negotiates, so the kernel sends it the same requests, and does no work of its "
-      "own (a hash lookup or a memcpy per request): the ceiling of any FUSE filesystem "
-      "on this kernel and machine.")
+      "the mount's root directory, which commits the transaction).")
+    if any("fuse-memfs" in c for c in cells.values()):
+        targets_md += (" `fuse-memfs` (write workloads only; not in latest.csv): "
+                       "`bench/tools/memfs.c`, an in-memory FUSE filesystem that negotiates "
+                       "what ubtrfs's read-write mount negotiates and has the same operations, "
+                       "so the kernel sends it the same requests, and does no work of its own "
+                       "(a hash lookup or a memcpy per request): the ceiling of any FUSE "
+                       "filesystem on this kernel and machine.")
+    elif "memfs" in meta:
+        targets_md += (" `fuse-memfs`, the in-memory ceiling, was not measured ("
+                       + meta["memfs"].replace("|", "/") + ").")
     if "images" in meta:
         if not any(wl in WRITE_WORKLOADS for wl in cells):
             targets_md = ("**Targets.** Only the mkfs workloads ran: `ubtrfs mkfs` (row "

@@ -14,10 +14,12 @@
  * hash lookup or a memcpy.
  *
  * Not a filesystem to keep data in: nothing survives the unmount, no
- * xattrs are stored (getxattr answers ENODATA, setxattr EOPNOTSUPP), no
- * rename, no hard links across directories' bookkeeping beyond nlink.
+ * xattrs are stored (getxattr and removexattr answer ENODATA, setxattr
+ * EOPNOTSUPP), rename has no NOREPLACE/EXCHANGE, fallocate reserves
+ * nothing.  It has every operation ubtrfs's read-write mount has, so the
+ * kernel falls back to nothing ubtrfs would not.
  *
- * Build (bench/run does): cc -O2 memfs.c ../../src/fuse/init_io.c
+ * Build (bench/run does): cc -std=c17 -O2 -Wall -Wextra -Werror memfs.c ../../src/fuse/init_io.c
  *   -I../../src/fuse $(pkg-config --cflags --libs fuse3)
  * Run: memfs [-f] MOUNTPOINT
  */
@@ -25,6 +27,7 @@
 #define _GNU_SOURCE
 
 #include <errno.h>
+#include <fcntl.h>
 #include <fuse_lowlevel.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -63,6 +66,7 @@ static uint64_t nnodes, capnodes;
 static struct dent **htab;
 static uint64_t hmask;
 static struct ubtrfs_init_io iost;
+static bool dont_mask;	/* the kernel leaves the umask to us */
 
 static uint32_t name_hash(uint64_t parent, const char *name)
 {
@@ -196,10 +200,15 @@ static void m_init(void *ud, struct fuse_conn_info *conn)
 	conn->want &= ~(unsigned)(FUSE_CAP_ATOMIC_O_TRUNC | FUSE_CAP_READDIRPLUS |
 				  FUSE_CAP_READDIRPLUS_AUTO | FUSE_CAP_WRITEBACK_CACHE |
 				  FUSE_CAP_HANDLE_KILLPRIV);
-	if (conn->capable & FUSE_CAP_POSIX_ACL)
+	if (conn->capable & FUSE_CAP_EXPORT_SUPPORT)
+		conn->want |= FUSE_CAP_EXPORT_SUPPORT;
+	/* As ubtrfs: DONT_MASK only along with ACLs (the umask is then ours). */
+	if (conn->capable & FUSE_CAP_POSIX_ACL) {
 		conn->want |= FUSE_CAP_POSIX_ACL;
-	if (conn->capable & FUSE_CAP_DONT_MASK)
-		conn->want |= FUSE_CAP_DONT_MASK;
+		if (conn->capable & FUSE_CAP_DONT_MASK)
+			conn->want |= FUSE_CAP_DONT_MASK;
+	}
+	dont_mask = (conn->want & FUSE_CAP_DONT_MASK) != 0;
 }
 
 static void m_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -324,7 +333,7 @@ static void make(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mod
 		return;
 	}
 	/* DONT_MASK: the umask is ours to apply (no default ACLs here). */
-	if (!S_ISLNK(mode))
+	if (dont_mask && !S_ISLNK(mode))
 		mode &= ~(mode_t)fuse_req_ctx(req)->umask;
 	uint64_t ino = node_new(mode, fuse_req_ctx(req), rdev);
 	if (!ino) {
@@ -591,6 +600,118 @@ static void m_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const c
 	fuse_reply_err(req, EOPNOTSUPP);
 }
 
+static void m_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_ino_t newparent,
+		     const char *newname, unsigned int flags)
+{
+	struct dent *d = node_of(parent) ? dfind(parent, name) : NULL;
+	if (!d || !node_of(newparent)) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	if (flags) {
+		fuse_reply_err(req, EINVAL);	/* no NOREPLACE/EXCHANGE here */
+		return;
+	}
+	uint64_t ino = d->ino;
+	struct dent *old = dfind(newparent, newname);
+	if (old == d) {
+		fuse_reply_err(req, 0);
+		return;
+	}
+	if (old) {
+		struct node *o = &nodes[old->ino];
+		if (S_ISDIR(o->st.st_mode)) {
+			for (uint32_t i = 0; i < o->nents; i++)
+				if (o->ents[i]) {
+					fuse_reply_err(req, ENOTEMPTY);
+					return;
+				}
+			nodes[newparent].st.st_nlink--;
+			o->st.st_nlink = 0;
+		} else {
+			o->st.st_nlink--;
+		}
+		uint64_t oino = old->ino;
+		dunlink(old);
+		node_maybe_free(oino);
+	}
+	int err = dlink(newparent, newname, ino);
+	if (err) {
+		fuse_reply_err(req, err);
+		return;
+	}
+	dunlink(d);
+	if (S_ISDIR(nodes[ino].st.st_mode)) {
+		nodes[parent].st.st_nlink--;
+		nodes[newparent].st.st_nlink++;
+	}
+	now_ts(&nodes[ino].st.st_ctim);
+	fuse_reply_err(req, 0);
+}
+
+static void m_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	(void)ino;
+	(void)name;
+	fuse_reply_err(req, ENODATA);
+}
+
+/* Mode 0 and KEEP_SIZE reserve nothing here (memory is allocated on
+ * write); mode 0 grows the size.  PUNCH_HOLE zeroes. */
+static void m_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off_t len,
+			struct fuse_file_info *fi)
+{
+	(void)fi;
+	struct node *n = node_of(ino);
+	if (!n || !S_ISREG(n->st.st_mode)) {
+		fuse_reply_err(req, n ? EINVAL : ENOENT);
+		return;
+	}
+	if (mode == 0 && off + len > n->st.st_size) {
+		int err = resize(n, off + len);
+		if (err) {
+			fuse_reply_err(req, err);
+			return;
+		}
+	} else if (mode == (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE)) {
+		if (off < n->st.st_size)
+			memset(n->data + off, 0,
+			       (size_t)(off + len > n->st.st_size ? n->st.st_size - off : len));
+	} else if (mode != FALLOC_FL_KEEP_SIZE) {
+		fuse_reply_err(req, EOPNOTSUPP);
+		return;
+	}
+	fuse_reply_err(req, 0);
+}
+
+static void m_copy_file_range(fuse_req_t req, fuse_ino_t in, off_t off_in,
+			      struct fuse_file_info *fi_in, fuse_ino_t out, off_t off_out,
+			      struct fuse_file_info *fi_out, size_t len, int flags)
+{
+	(void)fi_in;
+	(void)fi_out;
+	(void)flags;
+	struct node *a = node_of(in), *b = node_of(out);
+	if (!a || !b) {
+		fuse_reply_err(req, ENOENT);
+		return;
+	}
+	if (off_in >= a->st.st_size)
+		len = 0;
+	else if ((off_t)len > a->st.st_size - off_in)
+		len = (size_t)(a->st.st_size - off_in);
+	if (len && off_out + (off_t)len > b->st.st_size) {
+		int err = resize(b, off_out + (off_t)len);
+		if (err) {
+			fuse_reply_err(req, err);
+			return;
+		}
+	}
+	if (len)
+		memmove(b->data + off_out, a->data + off_in, len);
+	fuse_reply_write(req, len);
+}
+
 static const struct fuse_lowlevel_ops ops = {
 	.init = m_init,
 	.lookup = m_lookup,
@@ -617,6 +738,10 @@ static const struct fuse_lowlevel_ops ops = {
 	.getxattr = m_getxattr,
 	.listxattr = m_listxattr,
 	.setxattr = m_setxattr,
+	.removexattr = m_removexattr,
+	.rename = m_rename,
+	.fallocate = m_fallocate,
+	.copy_file_range = m_copy_file_range,
 };
 
 static ssize_t io_read(int fd, void *buf, size_t len, void *ud)

@@ -248,7 +248,7 @@ void ubtrfs_features(const ubtrfs_fs *fs, struct ubtrfs_feature_report *out)
 {
 	ubtrfs_supported_features(out);
 	/* A commit rewrites the superblock: read it under the read lock. */
-	ubt_api_rdlock((ubtrfs_fs *)fs);
+	ubt_api_rdlock_noerr((ubtrfs_fs *)fs);
 	const struct btrfs_super_block *sb = &fs->fs->vol->super;
 	out->used[UBTRFS_FEATURE_COMPAT] = btrfs_super_compat_flags(sb);
 	out->used[UBTRFS_FEATURE_COMPAT_RO] = btrfs_super_compat_ro_flags(sb);

@@ -379,7 +379,7 @@ int ubt_api_lookup(ubtrfs_fs *f, ubtrfs_ino dir, const char *name, struct ubtrfs
 
 uint64_t ubtrfs_default_subvol(ubtrfs_fs *f)
 {
-	ubt_api_rdlock(f);
+	ubt_api_rdlock_noerr(f);
 	uint64_t r = unl_default_subvol(f);
 	ubt_api_unlock(f);
 	return r;
@@ -387,7 +387,7 @@ uint64_t ubtrfs_default_subvol(ubtrfs_fs *f)
 
 int ubtrfs_subvol_root(ubtrfs_fs *f, uint64_t subvol, ubtrfs_ino *out)
 {
-	ubt_api_rdlock(f);
+	ubt_api_rdlock_noerr(f);
 	int r = unl_subvol_root(f, subvol, out);
 	ubt_api_unlock(f);
 	return r;
@@ -436,7 +436,7 @@ int ubtrfs_readdir(ubtrfs_fs *f, ubtrfs_ino dir, uint64_t offset,
 
 int ubtrfs_parent(ubtrfs_fs *f, ubtrfs_ino dir, ubtrfs_ino *out)
 {
-	ubt_api_rdlock(f);
+	ubt_api_rdlock_noerr(f);
 	int r = unl_parent(f, dir, out);
 	ubt_api_unlock(f);
 	return r;
@@ -461,7 +461,7 @@ ssize_t ubtrfs_read_iov(ubtrfs_fs *f, ubtrfs_ino id, void *scratch, size_t len, 
 
 ssize_t ubtrfs_readlink(ubtrfs_fs *f, ubtrfs_ino id, char *buf, size_t size)
 {
-	ubt_api_rdlock(f);
+	ubt_api_rdlock_noerr(f);
 	ssize_t r = unl_readlink(f, id, buf, size);
 	ubt_api_unlock(f);
 	return r;
@@ -469,7 +469,7 @@ ssize_t ubtrfs_readlink(ubtrfs_fs *f, ubtrfs_ino id, char *buf, size_t size)
 
 ssize_t ubtrfs_listxattr(ubtrfs_fs *f, ubtrfs_ino id, char *buf, size_t size)
 {
-	ubt_api_rdlock(f);
+	ubt_api_rdlock_noerr(f);
 	ssize_t r = unl_listxattr(f, id, buf, size);
 	ubt_api_unlock(f);
 	return r;
@@ -477,7 +477,7 @@ ssize_t ubtrfs_listxattr(ubtrfs_fs *f, ubtrfs_ino id, char *buf, size_t size)
 
 ssize_t ubtrfs_getxattr(ubtrfs_fs *f, ubtrfs_ino id, const char *name, void *buf, size_t size)
 {
-	ubt_api_rdlock(f);
+	ubt_api_rdlock_noerr(f);
 	ssize_t r = unl_getxattr(f, id, name, buf, size);
 	ubt_api_unlock(f);
 	return r;

@@ -17,7 +17,7 @@ int ubtrfs_get_info(ubtrfs_fs *f, struct ubtrfs_fs_info *out)
 {
 	const struct btrfs_super_block *sb = &f->fs->vol->super;
 
-	ubt_api_rdlock(f);	/* a commit rewrites the superblock */
+	ubt_api_rdlock_noerr(f);	/* a commit rewrites the superblock */
 	memset(out, 0, sizeof(*out));
 	memcpy(out->label, sb->label, BTRFS_LABEL_SIZE);
 	out->label[BTRFS_LABEL_SIZE] = 0;
@@ -229,7 +229,7 @@ static int statfs_unlocked(ubtrfs_fs *f, struct ubtrfs_statfs *out)
 /* Block-group items change under a writer: hold the handle lock. */
 int ubtrfs_statfs(ubtrfs_fs *f, struct ubtrfs_statfs *out)
 {
-	ubt_api_rdlock(f);
+	ubt_api_rdlock_noerr(f);
 	int ret = statfs_unlocked(f, out);
 	ubt_api_unlock(f);
 	return ret;
@@ -414,7 +414,7 @@ out:
 
 int ubtrfs_devices(ubtrfs_fs *f, int (*fn)(void *ctx, const struct ubtrfs_device_info *d), void *ctx)
 {
-	ubt_api_rdlock(f);
+	ubt_api_rdlock_noerr(f);
 	int ret = unl_devices(f, fn, ctx);
 	ubt_api_unlock(f);
 	return ret;
@@ -422,7 +422,7 @@ int ubtrfs_devices(ubtrfs_fs *f, int (*fn)(void *ctx, const struct ubtrfs_device
 
 int ubtrfs_space(ubtrfs_fs *f, int (*fn)(void *ctx, const struct ubtrfs_space_info *s), void *ctx)
 {
-	ubt_api_rdlock(f);
+	ubt_api_rdlock_noerr(f);
 	int ret = unl_space(f, fn, ctx);
 	ubt_api_unlock(f);
 	return ret;
@@ -431,7 +431,7 @@ int ubtrfs_space(ubtrfs_fs *f, int (*fn)(void *ctx, const struct ubtrfs_space_in
 int ubtrfs_subvol_list(ubtrfs_fs *f, int (*fn)(void *ctx, const struct ubtrfs_subvol_info *i),
 		       void *ctx)
 {
-	ubt_api_rdlock(f);
+	ubt_api_rdlock_noerr(f);
 	int ret = unl_subvol_list(f, fn, ctx);
 	ubt_api_unlock(f);
 	return ret;

@@ -89,18 +89,29 @@ static inline void ubt_api_rdlock_held(ubtrfs_fs *f)
 /* The read lock, held-back appends written: a read sees every write that
  * returned.  (A nested read call finds none held back: no writer ran
  * since the outer call looked.)  Returns with the lock held in any case:
- * 0, or the error of a held-back write it made that failed - the calls
- * that read what the write changed (a file's data, size, times, the
- * names of its directory) return that error rather than the last commit's
- * state without a word. */
-static inline int ubt_api_rdlock(ubtrfs_fs *f)
+ * 0, or -EIO when it made a held-back write that failed (the write's own
+ * error is logged; EIO as for any write-back error, never an answer such
+ * as ENOENT that a caller could take for the state of a name).  The calls
+ * that read what the write changed (a file's data, size, times, the names
+ * of its directory) return it rather than the last commit's state without
+ * a word; the others ignore it, with a (void). */
+__attribute__((warn_unused_result)) static inline int ubt_api_rdlock(ubtrfs_fs *f)
 {
 	ubt_api_rdlock_held(f);
 	if (f->held.len) {
 		pthread_rwlock_unlock(&f->lock);
-		return ubt_api_write_held(f);
+		return ubt_api_write_held(f) ? -EIO : 0;
 	}
 	return 0;
+}
+/* ubt_api_rdlock for the calls that read nothing a held-back write changes
+ * (subvolumes, statfs, features, xattrs, symlinks, tree dumps): a failure
+ * of the write is logged and turns the filesystem read-only; they answer
+ * from the last commit. */
+static inline void ubt_api_rdlock_noerr(ubtrfs_fs *f)
+{
+	int e = ubt_api_rdlock(f);
+	(void)e;
 }
 static inline void ubt_api_unlock(ubtrfs_fs *f)
 {

@@ -182,7 +182,7 @@ int ubtrfs_any_xattr(ubtrfs_fs *f, int (*stop)(void *ctx), void *ctx)
 	struct ubt_iter it;
 	int ret;
 
-	ubt_api_rdlock(f);
+	ubt_api_rdlock_noerr(f);
 	ret = scan_subvol(&sc, BTRFS_FS_TREE_OBJECTID);
 	if (ret == 0) {
 		/* The root tree's ROOT_ITEMs, one subvolume at a time. */

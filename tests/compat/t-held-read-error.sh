@@ -107,7 +107,9 @@ truncate -s 256M "$img"
 oracle_mkfs -- "$img"
 mnt=$T/mnt
 log=$T/daemon.log
-ro_fuse_up "$mnt" "$log" rw "$img" || { ro_show "$log"; oracle_fail "rw mount did not come up"; }
+# No commit by the timer between the append and the stat (it would make
+# the held write land first).
+ro_fuse_up "$mnt" "$log" rw,commit=3600 "$img" || { ro_show "$log"; oracle_fail "rw mount did not come up"; }
 "$ORACLE_PYTHON" "$T/held.py" write "$mnt" || ro_fail "writing f"
 "$ORACLE_PYTHON" "$T/held.py" flip "$img" "$T/saved" >"$T/out" 2>&1 ||
 	{ ro_show "$T/out"; ro_fuse_down "after flip" "$mnt" "$log"; oracle_fail "flipping a byte of f"; }
