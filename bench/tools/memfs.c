@@ -181,6 +181,22 @@ static void node_maybe_free(uint64_t ino)
 	n->live = false;
 }
 
+/* One name of n in directory `dir` goes (the caller removes the entry):
+ * its link counts.  ENOTEMPTY for a directory with entries, else 0. */
+static int drop_link(uint64_t dir, struct node *n)
+{
+	if (!S_ISDIR(n->st.st_mode)) {
+		n->st.st_nlink--;
+		return 0;
+	}
+	for (uint32_t i = 0; i < n->nents; i++)
+		if (n->ents[i])
+			return ENOTEMPTY;
+	nodes[dir].st.st_nlink--;
+	n->st.st_nlink = 0;
+	return 0;
+}
+
 static void reply_entry(fuse_req_t req, uint64_t ino)
 {
 	struct fuse_entry_param e;
@@ -412,16 +428,10 @@ static void drop(fuse_req_t req, fuse_ino_t parent, const char *name, bool dir)
 		fuse_reply_err(req, dir ? ENOTDIR : EISDIR);
 		return;
 	}
-	if (dir) {
-		for (uint32_t i = 0; i < n->nents; i++)
-			if (n->ents[i]) {
-				fuse_reply_err(req, ENOTEMPTY);
-				return;
-			}
-		nodes[parent].st.st_nlink--;
-		n->st.st_nlink = 0;
-	} else {
-		n->st.st_nlink--;
+	int err = drop_link(parent, n);
+	if (err) {
+		fuse_reply_err(req, err);
+		return;
 	}
 	dunlink(d);
 	now_ts(&n->st.st_ctim);
@@ -619,17 +629,10 @@ static void m_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_i
 		return;
 	}
 	if (old) {
-		struct node *o = &nodes[old->ino];
-		if (S_ISDIR(o->st.st_mode)) {
-			for (uint32_t i = 0; i < o->nents; i++)
-				if (o->ents[i]) {
-					fuse_reply_err(req, ENOTEMPTY);
-					return;
-				}
-			nodes[newparent].st.st_nlink--;
-			o->st.st_nlink = 0;
-		} else {
-			o->st.st_nlink--;
+		int err = drop_link(newparent, &nodes[old->ino]);
+		if (err) {
+			fuse_reply_err(req, err);
+			return;
 		}
 		uint64_t oino = old->ino;
 		dunlink(old);

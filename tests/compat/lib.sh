@@ -885,6 +885,63 @@ _oracle_unpack_raw() {
 # Content hash of a (sparse) file: sha256 over its non-zero 64 KiB blocks
 # with their offsets, found with SEEK_DATA/SEEK_HOLE, so that a 3 TB sparse
 # btrfs-image restore hashes in milliseconds.  Equal hashes = equal bytes.
+# oracle_image_daemon_start OPTS IMG MNT LOG: `ubtrfs mount -f -o OPTS IMG
+# MNT` in the background (registered with the harness), waiting up to 10 s
+# for the mount: ORACLE_DAEMON_PID, and ORACLE_DAEMON_UP 1 if it came up
+# (the mount registered too), 0 if the daemon ended first or it is late.
+ORACLE_DAEMON_PID=
+ORACLE_DAEMON_UP=0
+oracle_image_daemon_start() {
+	local opts=$1 img=$2 mnt=$3 log=$4 i
+	"$UBTRFS" mount -f -o "$opts" "$img" "$mnt" >"$log" 2>&1 &
+	ORACLE_DAEMON_PID=$!
+	kill -0 "$ORACLE_DAEMON_PID" 2>/dev/null && { oracle_register_pid "$ORACLE_DAEMON_PID" || true; }
+	ORACLE_DAEMON_UP=0
+	for ((i = 0; i < 100; i++)); do
+		if grep -q " $mnt fuse" /proc/mounts; then
+			ORACLE_DAEMON_UP=1
+			oracle_register_mount "$mnt"
+			return 0
+		fi
+		kill -0 "$ORACLE_DAEMON_PID" 2>/dev/null || break
+		sleep 0.1
+	done
+}
+
+# oracle_image_daemon_end NAME UP PID LOG TENTHS: the end of a `ubtrfs
+# mount -f` of a crafted image (t-images-mount, t-images-rw), after the
+# unmount when it came up (UP 1): the daemon exits within TENTHS tenths of
+# a second (else killed), with 0 after a mount, with 1 and a message when
+# it refused the image, and without a sanitizer report.  Prints a FAIL
+# line per breach and returns 1 if there was one; ORACLE_DAEMON_RC = its
+# exit status.
+ORACLE_DAEMON_RC=0
+oracle_image_daemon_end() {
+	local name=$1 up=$2 pid=$3 log=$4 tenths=$5 bad=0 i
+	for ((i = 0; i < tenths; i++)); do
+		kill -0 "$pid" 2>/dev/null || break
+		sleep 0.1
+	done
+	if kill -0 "$pid" 2>/dev/null; then
+		echo "FAIL: $name: daemon still running $((tenths / 10)) s after unmount"
+		kill -9 "$pid"
+		bad=1
+	fi
+	ORACLE_DAEMON_RC=0
+	wait "$pid" || ORACLE_DAEMON_RC=$?
+	if [[ $up == 1 && $ORACLE_DAEMON_RC != 0 ]]; then
+		echo "FAIL: $name: daemon exited $ORACLE_DAEMON_RC after unmount"; tail -5 "$log"; bad=1
+	elif [[ $up == 0 && $ORACLE_DAEMON_RC != 1 ]]; then
+		echo "FAIL: $name: refused mount with exit $ORACLE_DAEMON_RC (want 1)"; tail -5 "$log"; bad=1
+	elif [[ $up == 0 ]] && ! grep -q . "$log"; then
+		echo "FAIL: $name: refused mount without a message"; bad=1
+	fi
+	if grep -qE 'AddressSanitizer|runtime error:|LeakSanitizer' "$log"; then
+		echo "FAIL: $name: sanitizer report"; grep -m5 -E 'ERROR|runtime error' "$log"; bad=1
+	fi
+	return $bad
+}
+
 oracle_content_hash() {
 	"${ORACLE_PYTHON:-python3}" - "$1" <<'EOF'
 import hashlib, os, sys

@@ -223,18 +223,11 @@ while IFS=$'\t' read -r path expect _; do
 	urc=0
 	dump=$(python3 "$ORACLE_TMP/undump.py" "$raw") || urc=$?
 	log=$ORACLE_TMP/daemon.log
-	"$UBTRFS" mount -f -o rw,commit=1 "$raw" "$mnt" >"$log" 2>&1 &
-	pid=$!
-	kill -0 "$pid" 2>/dev/null && { oracle_register_pid "$pid" || true; }
-	up=0
-	for _ in $(seq 1 100); do
-		if grep -q " $mnt fuse" /proc/mounts; then up=1; break; fi
-		kill -0 "$pid" 2>/dev/null || break
-		sleep 0.1
-	done
+	oracle_image_daemon_start rw,commit=1 "$raw" "$mnt" "$log"
+	pid=$ORACLE_DAEMON_PID
+	up=$ORACLE_DAEMON_UP
 	if [ $up = 1 ]; then
 		mounted=$((mounted + 1))
-		oracle_register_mount "$mnt"
 		wrc=0
 		timeout 60 python3 "$ORACLE_TMP/work.py" "$mnt" >"$ORACLE_TMP/work.out" 2>&1 || wrc=$?
 		if [ $wrc = 124 ]; then
@@ -244,28 +237,14 @@ while IFS=$'\t' read -r path expect _; do
 		fi
 		fusermount3 -u "$mnt" 2>/dev/null || umount -l "$mnt"
 	fi
-	rc=0
-	for _ in $(seq 1 300); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 	# Mounted after the wait gave up: unmount it all the same.
 	if [ $up = 0 ] && grep -q " $mnt fuse" /proc/mounts; then
 		echo "FAIL: $path: mounted only after 10 s"; status=1
 		oracle_register_mount "$mnt"
 		fusermount3 -u "$mnt" 2>/dev/null || umount -l "$mnt"
 	fi
-	if kill -0 "$pid" 2>/dev/null; then
-		echo "FAIL: $path: daemon still running 30 s after unmount"; kill -9 "$pid"; status=1
-	fi
-	wait "$pid"; rc=$?
-	if [ $up = 1 ] && [ $rc -ne 0 ]; then
-		echo "FAIL: $path: daemon exited $rc after unmount"; tail -5 "$log"; status=1
-	elif [ $up = 0 ] && [ $rc -ne 1 ]; then
-		echo "FAIL: $path: refused mount with exit $rc (want 1)"; tail -5 "$log"; status=1
-	elif [ $up = 0 ] && ! grep -q . "$log"; then
-		echo "FAIL: $path: refused mount without a message"; status=1
-	fi
-	if grep -qE 'AddressSanitizer|runtime error:|LeakSanitizer' "$log"; then
-		echo "FAIL: $path: sanitizer report"; grep -m5 -E 'ERROR|runtime error' "$log"; status=1
-	fi
+	oracle_image_daemon_end "$path" $up "$pid" "$log" 300 || status=1
+	rc=$ORACLE_DAEMON_RC
 	what="refused: $(grep -m1 -E 'error|cannot|refus|read-only' "$log" | cut -c1-110)"
 	if [ $up = 1 ]; then
 		what=mounted
