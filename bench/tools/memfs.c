@@ -293,6 +293,12 @@ static int resize(struct node *n, off_t size)
 	return 0;
 }
 
+/* resize, only ever growing: for writes past the end. */
+static int grow(struct node *n, off_t end)
+{
+	return end > n->st.st_size ? resize(n, end) : 0;
+}
+
 static void m_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *a, int set,
 		      struct fuse_file_info *fi)
 {
@@ -481,12 +487,10 @@ static void m_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size
 		fuse_reply_err(req, ENOENT);
 		return;
 	}
-	if (off + (off_t)size > n->st.st_size) {
-		int err = resize(n, off + (off_t)size);
-		if (err) {
-			fuse_reply_err(req, err);
-			return;
-		}
+	int err = grow(n, off + (off_t)size);
+	if (err) {
+		fuse_reply_err(req, err);
+		return;
 	}
 	memcpy(n->data + off, buf, size);
 	/* Setuid clearing on write (KILLPRIV_V2 makes it ours) is left out:
@@ -670,21 +674,15 @@ static void m_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t off, off
 		fuse_reply_err(req, n ? EINVAL : ENOENT);
 		return;
 	}
-	if (mode == 0 && off + len > n->st.st_size) {
-		int err = resize(n, off + len);
-		if (err) {
-			fuse_reply_err(req, err);
-			return;
-		}
-	} else if (mode == (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE)) {
-		if (off < n->st.st_size)
-			memset(n->data + off, 0,
-			       (size_t)(off + len > n->st.st_size ? n->st.st_size - off : len));
-	} else if (mode != FALLOC_FL_KEEP_SIZE) {
-		fuse_reply_err(req, EOPNOTSUPP);
-		return;
-	}
-	fuse_reply_err(req, 0);
+	int err = 0;
+	if (mode == 0)
+		err = grow(n, off + len);
+	else if (mode == (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE) && off < n->st.st_size)
+		memset(n->data + off, 0,
+		       (size_t)(off + len > n->st.st_size ? n->st.st_size - off : len));
+	else if (mode != FALLOC_FL_KEEP_SIZE && mode != (FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE))
+		err = EOPNOTSUPP;
+	fuse_reply_err(req, err);
 }
 
 static void m_copy_file_range(fuse_req_t req, fuse_ino_t in, off_t off_in,
@@ -703,12 +701,10 @@ static void m_copy_file_range(fuse_req_t req, fuse_ino_t in, off_t off_in,
 		len = 0;
 	else if ((off_t)len > a->st.st_size - off_in)
 		len = (size_t)(a->st.st_size - off_in);
-	if (len && off_out + (off_t)len > b->st.st_size) {
-		int err = resize(b, off_out + (off_t)len);
-		if (err) {
-			fuse_reply_err(req, err);
-			return;
-		}
+	int err = len ? grow(b, off_out + (off_t)len) : 0;
+	if (err) {
+		fuse_reply_err(req, err);
+		return;
 	}
 	if (len)
 		memmove(b->data + off_out, a->data + off_in, len);

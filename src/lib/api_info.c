@@ -362,8 +362,7 @@ static int unl_subvol_list(ubtrfs_fs *f, int (*fn)(void *ctx, const struct ubtrf
 	ubt_iter_end(&it);
 	if (ret < 0)
 		goto out;
-	if (n)
-		qsort(ids, n, sizeof(*ids), cmp_u64);
+	ubt_sort(ids, n, sizeof(*ids), cmp_u64);
 	ret = 0;
 	for (size_t i = 0; i < n && ret == 0; i++) {
 		const struct ubt_subvol *sv;

@@ -17,11 +17,21 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 
 /* EUCLEAN ("structure needs cleaning") is Linux-only; keep the value portable. */
 #ifndef EUCLEAN
 #define EUCLEAN 117
 #endif
+
+/* qsort for arrays that may be empty (and NULL then): qsort's pointer must
+ * never be NULL, even for no elements. */
+static inline void ubt_sort(void *base, size_t n, size_t size,
+			    int (*cmp)(const void *, const void *))
+{
+	if (n > 1)
+		qsort(base, n, size, cmp);
+}
 
 #define UBT_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 #define UBT_MIN(a, b) ((a) < (b) ? (a) : (b))

@@ -432,8 +432,7 @@ static int scan_dir(struct mk_fs *fs, struct rd_state *rd, int dfd, size_t dir_i
 		}
 		n++;
 	}
-	if (n > 1)
-		qsort(names, n, sizeof(*names), name_cmp);
+	ubt_sort(names, n, sizeof(*names), name_cmp);
 
 	size_t *subdirs = calloc(n ? n : 1, sizeof(*subdirs));
 	if (!subdirs) {

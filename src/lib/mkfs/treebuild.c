@@ -80,8 +80,7 @@ static int item_cmp(const void *a, const void *b)
 
 int mk_tree_sort(struct mk_tree *t)
 {
-	if (t->nitems > 1)
-		qsort(t->items, t->nitems, sizeof(*t->items), item_cmp);
+	ubt_sort(t->items, t->nitems, sizeof(*t->items), item_cmp);
 	for (size_t i = 1; i < t->nitems; i++) {
 		if (btrfs_comp_keys(&t->items[i - 1].key, &t->items[i].key) == 0) {
 			ubt_log(UBT_LOG_ERROR,

@@ -154,8 +154,7 @@ int ubt_alloc_chunk(struct ubt_trans *t, uint64_t kind)
 		if (holes[nh].len >= SZ_1M)
 			nh++;
 	}
-	if (nh > 1)
-		qsort(holes, nh, sizeof(*holes), cmp_hole);
+	ubt_sort(holes, nh, sizeof(*holes), cmp_hole);
 
 	uint32_t nstripes, sub = 1, ndev;
 	switch (profile) {

@@ -715,8 +715,7 @@ static int apply_extent(struct ubt_trans *t, struct ubt_wroot *et, struct ubt_dr
 		if (x.v[k].count)
 			x.v[keep++] = x.v[k];
 	x.n = keep;
-	if (x.n > 1)	/* none: an extent with keyed references only */
-		qsort(x.v, x.n, sizeof(*x.v), cmp_inline);
+	ubt_sort(x.v, x.n, sizeof(*x.v), cmp_inline);	/* none: keyed references only */
 	if (x.exists) {
 		ret = store_item(t, et, &x);
 	} else {
@@ -767,8 +766,7 @@ int ubt_run_drefs(struct ubt_trans *t)
 		free(t->ref_next);
 		t->ref_head = t->ref_next = NULL;
 		t->ref_nbuckets = 0;
-		if (n > 1)
-			qsort(batch, n, sizeof(*batch), cmp_dref);
+		ubt_sort(batch, n, sizeof(*batch), cmp_dref);
 		struct csum_run csums = { 0, 0 };
 		ret = 0;
 		for (size_t i = 0; i < n && !ret;) {

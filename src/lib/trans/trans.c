@@ -382,8 +382,7 @@ static int write_dirty(struct ubt_trans *t)
 
 	chk.super_generation = t->w->last_committed;
 	chk.read_only = false;
-	if (t->ndirty > 1)
-		qsort(t->dirty, t->ndirty, sizeof(*t->dirty), cmp_eb);
+	ubt_sort(t->dirty, t->ndirty, sizeof(*t->dirty), cmp_eb);
 	for (size_t i = 0; i < t->ndirty; i++) {
 		struct ubt_eb *eb = t->dirty[i];
 		ret = ubt_block_finish(&chk, eb->data);
