@@ -1024,6 +1024,12 @@ static void op_setattr(fuse_req_t req, fuse_ino_t node, struct stat *attr, int t
 		 * without CAP_FSETID clears, and more: erring towards
 		 * clearing), but no EPERM, which would fail a write. */
 		int sc = empty && s->io.killpriv_v2 ? ubtrfs_pid_syscall(ctx->pid) : -2;
+		if (sc == UBTRFS_SYSCALL_UNKNOWN && ctx->pid > 0)
+			fprintf(stderr,
+				"ubtrfs: subvolume %llu inode %llu: cannot tell what pid %d's empty "
+				"SETATTR is for; clearing setuid/setgid as for chown(-1, -1)\n",
+				(unsigned long long)id.subvol, (unsigned long long)id.ino,
+				(int)ctx->pid);
 		if (sc == UBTRFS_SYSCALL_WRITE) {
 			/* nothing: the WRITE that follows clears */
 		} else if (sc != -2) {

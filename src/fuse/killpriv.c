@@ -31,6 +31,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 /* Is pid in our user namespace?  CapEff counts in the process's own
@@ -103,8 +104,15 @@ static long read_syscall(int pid)
 
 	snprintf(path, sizeof(path), "/proc/%d/syscall", pid);
 	/* The kernel wakes us before the caller has gone to sleep waiting
-	 * for our reply: while it reads "running", let it get there. */
-	for (int tries = 0; tries < 200; tries++) {
+	 * for our reply: while it reads "running", let it get there.  A
+	 * caller preempted on a busy CPU can take milliseconds (a CI run
+	 * with parallel tests once outlasted 200 bare yields, and a root
+	 * write lost its setuid bit to the unknown case's chown rule), so
+	 * the wait is bounded by time: yields first, then short sleeps, for
+	 * up to two seconds. */
+	struct timespec start, now;
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	for (int tries = 0;; tries++) {
 		FILE *f = fopen(path, "re");
 		if (!f)
 			return -1;
@@ -122,9 +130,17 @@ static long read_syscall(int pid)
 #endif
 			return nr;
 		}
-		sched_yield();
+		if (tries < 200) {
+			sched_yield();
+			continue;
+		}
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if ((now.tv_sec - start.tv_sec) * 1000000000L + (now.tv_nsec - start.tv_nsec) >
+		    2000000000L)
+			return -1;
+		struct timespec nap = { 0, 100000 };
+		nanosleep(&nap, NULL);
 	}
-	return -1;
 }
 
 int ubtrfs_pid_syscall(int pid)

@@ -374,6 +374,9 @@ kp_cell() {
 			sed -n 's/^< \([^ ]*\) pre: .*/\1/p' "$T/$name.diff" >"$T/$name.cases"
 			ro_fail "$name: the FUSE mount differs from ext4 in $(wc -l <"$T/$name.cases") case(s) (< ext4, > ubtrfs): $(tr '\n' ' ' <"$T/$name.cases")"
 			ro_show "$T/$name.diff" 60
+			# What the daemon said (an empty SETATTR it could not
+			# place is logged).
+			ro_show "$T/$name.log" 20
 		fi
 	else
 		ro_fail "$name: the matrix failed on the FUSE mount"
