@@ -763,7 +763,15 @@ again:
 				if (need && free_space < ins_len) {
 					uint32_t want = existing ? (uint32_t)ins_len
 								 : (uint32_t)ins_len - sizeof(struct btrfs_item);
-					int r2 = push_for_room(t, root, path, (uint32_t)ins_len, existing);
+					/* An append at the tree's end goes into a
+					 * new leaf (split_leaf), never pushes the
+					 * full leaf's items left: they would only
+					 * come back with the next insertion there. */
+					int r2 = slot == (int)ubt_eb_nritems(eb) - (existing ? 1 : 0) &&
+							 rightmost_leaf(path)
+						 ? 0
+						 : push_for_room(t, root, path, (uint32_t)ins_len,
+								 existing);
 					if (r2 > 0)
 						goto again;
 					if (r2 == 0)
