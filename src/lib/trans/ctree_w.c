@@ -12,8 +12,8 @@
  * second descent copies nothing).  A leaf without room first moves items
  * into a neighbour under the same parent that has it (push_for_room, as the
  * kernel's push_leaf_left/right), else it is split (insert) - evenly by
- * bytes, except an append at the end of the tree, which leaves the full
- * leaf full; leaves are merged into a neighbour when less than a third full
+ * bytes; an append at the end of the tree pushes nothing and leaves the
+ * full leaf full (a new leaf takes it); leaves are merged into a neighbour when less than a third full
  * (delete) by the operation itself, so a parent always has room for the
  * pointer a leaf split adds.
  *
