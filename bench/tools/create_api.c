@@ -13,7 +13,7 @@
  * COMMIT_EVERY files (environment; the daemon commits by time) and one at
  * the end.  Prints
  * microseconds per call kind.  Not a test; built by hand:
- *   cc -O2 -Wall -Wextra -Iinclude bench/tools/create_api.c -Lbuild/src/lib -lubtrfs
+ *   cc -O2 -g -Wall -Wextra -Iinclude bench/tools/create_api.c -Lbuild/src/lib -lubtrfs
  */
 #include <ubtrfs/ubtrfs.h>
 
@@ -70,6 +70,8 @@ int main(int argc, char **argv)
 	if ((ret = ubtrfs_subvol_root(fs, ubtrfs_default_subvol(fs), &root)))
 		die("root", ret);
 	char *data = malloc(size + 1);
+	if (!data)
+		die("malloc", -ENOMEM);
 	for (size_t i = 0; i < size; i++)
 		data[i] = (char)((i * 7 + 1) & 0xff);
 	long per_dir = ndirs ? (nfiles + ndirs - 1) / ndirs : nfiles;
@@ -120,7 +122,7 @@ int main(int argc, char **argv)
 			TIMED(K_GETXATTR,
 			      n = ubtrfs_getxattr(fs, st.id, "security.capability", cap, sizeof(cap)));
 			if (n != -ENODATA)
-				die("getxattr", n);
+				die("getxattr (want ENODATA)", n < 0 ? n : -EEXIST);
 			TIMED(K_WRITE, n = ubtrfs_write(fs, st.id, data, size, 0));
 			if (n != (ssize_t)size)
 				die("write", n < 0 ? n : -EIO);

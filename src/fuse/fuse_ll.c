@@ -978,6 +978,23 @@ static void op_rename(fuse_req_t req, fuse_ino_t parent, const char *name, fuse_
 		fuse_lowlevel_notify_inval_inode(s->se, to_node(s, st.id), 0, 0);
 }
 
+/* An empty SETATTR whose caller's system call could not be read: said
+ * for the first few only (where /proc cannot be read at all - hidepid,
+ * Yama - it would be every write into a setuid file). */
+static void log_unknown_caller(ubtrfs_ino id, pid_t pid)
+{
+	static atomic_uint said;
+	unsigned n = atomic_fetch_add(&said, 1);
+
+	if (n >= 5)
+		return;
+	fprintf(stderr,
+		"ubtrfs: subvolume %llu inode %llu: cannot tell what pid %d's empty SETATTR is "
+		"for; clearing setuid/setgid as for chown(-1, -1)%s\n",
+		(unsigned long long)id.subvol, (unsigned long long)id.ino, (int)pid,
+		n == 4 ? " (not said again)" : "");
+}
+
 static void op_setattr(fuse_req_t req, fuse_ino_t node, struct stat *attr, int to_set,
 		       struct fuse_file_info *fi)
 {
@@ -1025,11 +1042,7 @@ static void op_setattr(fuse_req_t req, fuse_ino_t node, struct stat *attr, int t
 		 * clearing), but no EPERM, which would fail a write. */
 		int sc = empty && s->io.killpriv_v2 ? ubtrfs_pid_syscall(ctx->pid) : -2;
 		if (sc == UBTRFS_SYSCALL_UNKNOWN && ctx->pid > 0)
-			fprintf(stderr,
-				"ubtrfs: subvolume %llu inode %llu: cannot tell what pid %d's empty "
-				"SETATTR is for; clearing setuid/setgid as for chown(-1, -1)\n",
-				(unsigned long long)id.subvol, (unsigned long long)id.ino,
-				(int)ctx->pid);
+			log_unknown_caller(id, ctx->pid);
 		if (sc == UBTRFS_SYSCALL_WRITE) {
 			/* nothing: the WRITE that follows clears */
 		} else if (sc != -2) {

@@ -109,7 +109,10 @@ static long read_syscall(int pid)
 	 * with parallel tests once outlasted 200 bare yields, and a root
 	 * write lost its setuid bit to the unknown case's chown rule), so
 	 * the wait is bounded by time: yields first, then short sleeps, for
-	 * up to two seconds. */
+	 * up to a quarter of a second (a scheduler's time slice is a few
+	 * milliseconds; the bound only matters for a process that really
+	 * runs, such as another one with that number when /proc is not our
+	 * pid namespace's). */
 	struct timespec start, now;
 	clock_gettime(CLOCK_MONOTONIC, &start);
 	for (int tries = 0;; tries++) {
@@ -135,8 +138,9 @@ static long read_syscall(int pid)
 			continue;
 		}
 		clock_gettime(CLOCK_MONOTONIC, &now);
-		if ((now.tv_sec - start.tv_sec) * 1000000000L + (now.tv_nsec - start.tv_nsec) >
-		    2000000000L)
+		int64_t waited_ns = ((int64_t)now.tv_sec - (int64_t)start.tv_sec) * 1000000000 +
+				    ((int64_t)now.tv_nsec - (int64_t)start.tv_nsec);
+		if (waited_ns > 250000000)
 			return -1;
 		struct timespec nap = { 0, 100000 };
 		nanosleep(&nap, NULL);

@@ -12,10 +12,10 @@
  * second descent copies nothing).  A leaf without room first moves items
  * into a neighbour under the same parent that has it (push_for_room, as the
  * kernel's push_leaf_left/right), else it is split (insert) - evenly by
- * bytes; an append at the end of the tree pushes nothing and leaves the
- * full leaf full (a new leaf takes it); leaves are merged into a neighbour when less than a third full
- * (delete) by the operation itself, so a parent always has room for the
- * pointer a leaf split adds.
+ * bytes; an append at the end of the tree pushes nothing and leaves
+ * the full leaf full (a new leaf takes it); leaves are merged into a
+ * neighbour when less than a third full (delete) by the operation itself,
+ * so a parent always has room for the pointer a leaf split adds.
  *
  * Invariants kept: a node's key for a child equals the child's first key
  * (low keys fixed up the path after a change at slot 0); no node is empty;
@@ -767,11 +767,11 @@ again:
 					 * new leaf (split_leaf), never pushes the
 					 * full leaf's items left: they would only
 					 * come back with the next insertion there. */
-					int r2 = slot == (int)ubt_eb_nritems(eb) - (existing ? 1 : 0) &&
-							 rightmost_leaf(path)
-						 ? 0
-						 : push_for_room(t, root, path, (uint32_t)ins_len,
-								 existing);
+					int last = (int)ubt_eb_nritems(eb) - (existing ? 1 : 0);
+					int r2 = 0;
+					if (slot != last || !rightmost_leaf(path))
+						r2 = push_for_room(t, root, path, (uint32_t)ins_len,
+								   existing);
 					if (r2 > 0)
 						goto again;
 					if (r2 == 0)
