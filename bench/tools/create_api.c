@@ -51,6 +51,19 @@ static void die(const char *what, long err)
 	exit(1);
 }
 
+/* What the driver reads before a new inode (new_owner in fuse_ll.c): the
+ * parent's stat and its default ACL. */
+static int new_owner(ubtrfs_fs *fs, ubtrfs_ino dir)
+{
+	struct ubtrfs_stat d;
+	char acl[64];
+	int ret = ubtrfs_stat(fs, dir, &d);
+
+	if (!ret)
+		(void)ubtrfs_getxattr(fs, dir, "system.posix_acl_default", acl, sizeof(acl));
+	return ret;
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 5) {
@@ -76,7 +89,7 @@ int main(int argc, char **argv)
 		data[i] = (char)((i * 7 + 1) & 0xff);
 	long per_dir = ndirs ? (nfiles + ndirs - 1) / ndirs : nfiles;
 	ubtrfs_ino dir = root;
-	char name[32], acl[64], cap[64];
+	char name[32], cap[64];
 	const char *ev = getenv("COMMIT_EVERY");	/* files per commit (the daemon's interval) */
 	long every = ev ? atol(ev) : 0;
 	double t_start = now();
@@ -88,10 +101,7 @@ int main(int argc, char **argv)
 			if (ret != -ENOENT)
 				die("lookup dir", ret);
 			TIMED(K_MKDIR, {
-				ret = ubtrfs_stat(fs, root, &d);
-				if (!ret)
-					(void)ubtrfs_getxattr(fs, root, "system.posix_acl_default", acl,
-							      sizeof(acl));
+				ret = new_owner(fs, root);
 				if (!ret)
 					ret = ubtrfs_mkdir(fs, root, name, 0755, 0, 0, &st);
 			});
@@ -104,10 +114,7 @@ int main(int argc, char **argv)
 		if (ret != -ENOENT)
 			die("lookup", ret);
 		TIMED(K_MKNOD, {
-			ret = ubtrfs_stat(fs, dir, &d);
-			if (!ret)
-				(void)ubtrfs_getxattr(fs, dir, "system.posix_acl_default", acl,
-						      sizeof(acl));
+			ret = new_owner(fs, dir);
 			if (!ret)
 				ret = ubtrfs_mknod(fs, dir, name, S_IFREG | 0644, 0, 0, 0, 0, &st);
 		});
