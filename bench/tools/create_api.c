@@ -18,6 +18,7 @@
 #include <ubtrfs/ubtrfs.h>
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,6 +65,27 @@ static int new_owner(ubtrfs_fs *fs, ubtrfs_ino dir)
 	return ret;
 }
 
+/* A new directory or regular file `name` in dir as the kernel asks for it:
+ * LOOKUP (absent), then MKDIR or MKNOD. */
+static void make_entry(ubtrfs_fs *fs, ubtrfs_ino dir, const char *name, bool is_dir,
+		       struct ubtrfs_stat *st)
+{
+	int ret;
+
+	TIMED(K_LOOKUP, ret = ubtrfs_lookup(fs, dir, name, st));
+	if (ret != -ENOENT)
+		die("lookup (want ENOENT)", ret < 0 ? ret : -EEXIST);
+	TIMED(is_dir ? K_MKDIR : K_MKNOD, {
+		ret = new_owner(fs, dir);
+		if (!ret && is_dir)
+			ret = ubtrfs_mkdir(fs, dir, name, 0755, 0, 0, st);
+		else if (!ret)
+			ret = ubtrfs_mknod(fs, dir, name, S_IFREG | 0644, 0, 0, 0, 0, st);
+	});
+	if (ret)
+		die(is_dir ? "mkdir" : "mknod", ret);
+}
+
 int main(int argc, char **argv)
 {
 	if (argc != 5) {
@@ -97,29 +119,11 @@ int main(int argc, char **argv)
 	for (long i = 0; i < nfiles; i++) {
 		if (ndirs && i % per_dir == 0) {
 			snprintf(name, sizeof(name), "d%03ld", i / per_dir);
-			TIMED(K_LOOKUP, ret = ubtrfs_lookup(fs, root, name, &st));
-			if (ret != -ENOENT)
-				die("lookup dir", ret);
-			TIMED(K_MKDIR, {
-				ret = new_owner(fs, root);
-				if (!ret)
-					ret = ubtrfs_mkdir(fs, root, name, 0755, 0, 0, &st);
-			});
-			if (ret)
-				die("mkdir", ret);
+			make_entry(fs, root, name, true, &st);
 			dir = st.id;
 		}
 		snprintf(name, sizeof(name), "f%05ld", ndirs ? i % per_dir : i);
-		TIMED(K_LOOKUP, ret = ubtrfs_lookup(fs, dir, name, &st));
-		if (ret != -ENOENT)
-			die("lookup", ret);
-		TIMED(K_MKNOD, {
-			ret = new_owner(fs, dir);
-			if (!ret)
-				ret = ubtrfs_mknod(fs, dir, name, S_IFREG | 0644, 0, 0, 0, 0, &st);
-		});
-		if (ret)
-			die("mknod", ret);
+		make_entry(fs, dir, name, false, &st);
 		if (size) {
 			struct ubtrfs_stat m;
 			TIMED(K_SETUID, ret = ubtrfs_stat_mode(fs, st.id, &m));
