@@ -40,7 +40,7 @@ struct ubt_tree_ctx {
 	struct ubt_check_ctx check;
 	pthread_mutex_t lock;
 	struct ubt_eb **buckets;
-	size_t nbuckets;
+	size_t nbuckets;	/* a power of two */
 	struct ubt_eb *hand;	/* CLOCK ring of every cached block */
 	uint64_t bytes, max_bytes, nblocks;
 	struct ubt_tree_stats stats;
