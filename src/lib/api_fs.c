@@ -428,7 +428,7 @@ int ubtrfs_resolve(ubtrfs_fs *f, ubtrfs_ino start, const char *path, struct ubtr
 int ubtrfs_readdir(ubtrfs_fs *f, ubtrfs_ino dir, uint64_t offset,
 		   int (*fn)(void *ctx, const struct ubtrfs_dirent *e), void *ctx)
 {
-	int e = ubt_api_rdlock(f);
+	int e = ubt_api_rdlock_all(f);
 	int r = e ? e : unl_readdir(f, dir, offset, fn, ctx);
 	ubt_api_unlock(f);
 	return r;

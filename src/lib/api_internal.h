@@ -104,6 +104,23 @@ __attribute__((warn_unused_result)) static inline int ubt_api_rdlock(ubtrfs_fs *
 	}
 	return 0;
 }
+/* Write held-back appends and the delayed DIR_INDEX items (api_write.c),
+ * as ubt_api_write_held; does any DIR_INDEX item wait (under the read
+ * lock)? */
+int ubt_api_write_all_pending(ubtrfs_fs *f);
+bool ubt_api_index_pending(ubtrfs_fs *f);
+/* ubt_api_rdlock for the calls that read directories' index items or
+ * whole trees (readdir, tree dumps): the delayed DIR_INDEX items are
+ * inserted first as well. */
+__attribute__((warn_unused_result)) static inline int ubt_api_rdlock_all(ubtrfs_fs *f)
+{
+	ubt_api_rdlock_held(f);
+	if (f->held.len || ubt_api_index_pending(f)) {
+		pthread_rwlock_unlock(&f->lock);
+		return ubt_api_write_all_pending(f) ? -EIO : 0;
+	}
+	return 0;
+}
 /* ubt_api_rdlock for the calls that read nothing a held-back write changes
  * (subvolumes, statfs, features, xattrs, symlinks, tree dumps): a failure
  * of the write is logged and turns the filesystem read-only; they answer

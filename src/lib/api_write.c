@@ -81,6 +81,8 @@ static int truncate_steps(struct op *op, uint64_t subvol, uint64_t ino, uint64_t
 static void abort_teardown(ubtrfs_fs *f)
 {
 	f->held.len = 0;
+	if (f->ns)
+		ubt_ns_index_drop(f->ns);
 	if (f->fs->wr->running)
 		ubt_trans_abort(f->fs->wr->running,
 				f->fs->wr->abort_err ? f->fs->wr->abort_err : -EIO);
@@ -123,10 +125,25 @@ static int held_write(ubtrfs_fs *f)
 	return ret;
 }
 
-int ubt_api_write_held(ubtrfs_fs *f)
+/* With the write locks: the delayed DIR_INDEX items in (inode_w.c).  0,
+ * or the error with which the transaction was marked aborted. */
+static int index_write(ubtrfs_fs *f)
+{
+	if (!f->ns || !ubt_ns_index_pending(f->ns))
+		return 0;
+	if (!f->trans || !f->fs->wr || f->fs->wr->aborted) {
+		ubt_ns_index_drop(f->ns);	/* gone with the aborted transaction */
+		return -EROFS;
+	}
+	return ubt_ns_index_flush(f->ns, f->trans);
+}
+
+static int write_pending(ubtrfs_fs *f, bool index)
 {
 	ubt_api_wrlock(f);
 	int ret = held_write(f);
+	if (!ret && index)
+		ret = index_write(f);
 	if (ret && f->fs->wr && f->fs->wr->aborted)
 		abort_teardown(f);
 	/* Back to the read lock before the writer's mutex goes: no writer
@@ -137,6 +154,21 @@ int ubt_api_write_held(ubtrfs_fs *f)
 	ubt_api_rdlock_held(f);
 	pthread_mutex_unlock(&f->wlock);
 	return ret;
+}
+
+int ubt_api_write_held(ubtrfs_fs *f)
+{
+	return write_pending(f, false);
+}
+
+int ubt_api_write_all_pending(ubtrfs_fs *f)
+{
+	return write_pending(f, true);
+}
+
+bool ubt_api_index_pending(ubtrfs_fs *f)
+{
+	return f->ns && ubt_ns_index_pending(f->ns);
 }
 
 /* Add len bytes at the end of the held-back write (starting one at off if

@@ -79,6 +79,8 @@ static int lookup_csums(struct ubt_fs *fs, uint64_t bytenr, size_t nsect, uint8_
 		}
 	}
 	ubt_iter_end(&it);
+	if (ret >= 0 && fs->held_csums)
+		fs->held_csums(fs, bytenr, nsect, csums, have);
 	return ret < 0 ? ret : 0;
 }
 

@@ -48,6 +48,12 @@ struct ubt_fs {
 	bool no_holes;
 
 	struct ubt_wfs *wr;		/* writer state (trans layer), NULL read-only */
+	/* Data checksums the writer holds back from the csum tree (trans
+	 * layer, csum_w.c): readers of checksums overlay them.  Sets have[i]
+	 * and csums[i] for each sector of [bytenr, bytenr + nsect sectors)
+	 * it holds.  NULL: none are held (read-only). */
+	void (*held_csums)(struct ubt_fs *fs, uint64_t bytenr, size_t nsect, uint8_t *csums,
+			   bool *have);
 
 	pthread_mutex_t subvol_lock;
 	struct ubt_subvol **subvols;	/* cache of opened subvolumes, by id */

@@ -751,21 +751,48 @@ static uint64_t owed_blocks(size_t n)
 	return n ? RESERVE_SCOPED_OP + 3 * (uint64_t)n : 0;
 }
 
+/* Is there room to promise `blocks` in all (every promise), besides the
+ * next operation's room - a deletion's, or an insertion's with the global
+ * reserve: a promise must not be what fails it - and the commit's? */
+static bool owe_fits(struct ubt_trans *t, uint64_t blocks)
+{
+	uint64_t need = (blocks + RESERVE_GLOBAL + RESERVE_SCOPED_OP + RESERVE_COMMIT_BASE +
+			 RESERVE_COMMIT_PER_DIRTY * (uint64_t)t->ndirty +
+			 RESERVE_COMMIT_PER_REF * ubt_commit_ref_blocks(t)) * t->w->fs->nodesize;
+
+	return ubt_meta_free_bytes(t->w, false) >= need;
+}
+
 bool ubt_meta_owe(struct ubt_trans *t, size_t n)
 {
-	uint64_t ns = t->w->fs->nodesize, want = owed_blocks(n);
+	uint64_t want = owed_blocks(n);
 
-	if (want > t->owed) {
-		/* And the next operation's room, a deletion's or an insertion's
-		 * with the global reserve: a promise must not be what fails it. */
-		uint64_t need = (want + RESERVE_GLOBAL + RESERVE_SCOPED_OP + RESERVE_COMMIT_BASE +
-				 RESERVE_COMMIT_PER_DIRTY * (uint64_t)t->ndirty +
-				 RESERVE_COMMIT_PER_REF * ubt_commit_ref_blocks(t)) * ns;
-		if (ubt_meta_free_bytes(t->w, false) < need)
-			return false;
-	}
+	if (want > t->owed && !owe_fits(t, want + t->owed_idx))
+		return false;
 	t->owed = want;
 	return true;
+}
+
+static bool owe_batches(struct ubt_trans *t, size_t dirs, size_t runs)
+{
+	uint64_t blocks = owed_blocks(dirs + runs);
+
+	if (blocks > t->owed_idx && !owe_fits(t, blocks + t->owed))
+		return false;
+	t->owed_idx = blocks;
+	t->owe_dirs = dirs;
+	t->owe_runs = runs;
+	return true;
+}
+
+bool ubt_meta_owe_idx(struct ubt_trans *t, size_t n)
+{
+	return owe_batches(t, n, t->owe_runs);
+}
+
+bool ubt_meta_owe_run(struct ubt_trans *t, size_t n)
+{
+	return owe_batches(t, t->owe_dirs, n);
 }
 
 void ubt_meta_owed_begin(struct ubt_trans *t)
@@ -806,7 +833,7 @@ int ubt_reserve_metadata(struct ubt_trans *t, bool deleting)
 		op = RESERVE_SCOPED_OP;
 		global = RESERVE_GLOBAL;
 	}
-	uint64_t need = (op + t->owed + RESERVE_COMMIT_BASE +
+	uint64_t need = (op + t->owed + t->owed_idx + RESERVE_COMMIT_BASE +
 			 RESERVE_COMMIT_PER_DIRTY * (uint64_t)t->ndirty +
 			 RESERVE_COMMIT_PER_REF * ubt_commit_ref_blocks(t)) * ns;
 	global *= ns;

@@ -203,7 +203,8 @@ static int csum_begin(struct ubt_trans *t, uint64_t bytenr, uint64_t len, struct
 	return ubt_wroot_get(t, BTRFS_CSUM_TREE_OBJECTID, root);
 }
 
-int ubt_csum_insert(struct ubt_trans *t, uint64_t bytenr, const uint8_t *csums, size_t nsect)
+static int csum_insert_now(struct ubt_trans *t, uint64_t bytenr, const uint8_t *csums,
+			   size_t nsect)
 {
 	struct ubt_fs *fs = t->w->fs;
 	uint32_t ss = fs->sectorsize, cs = fs->csum_size;
@@ -283,6 +284,122 @@ int ubt_csum_insert(struct ubt_trans *t, uint64_t bytenr, const uint8_t *csums, 
 			return ret;
 	}
 	return abort_changed(t, ret);
+}
+
+/* ---- the held run --------------------------------------------------------- */
+
+/*
+ * A write of new data (ubt_csum_insert_held) puts its checksums into the
+ * csum tree: one search,
+ * and most often the extension of the item that ends where the new data
+ * starts, which moves that item's bytes in the leaf - up to a leaf's worth
+ * for a few bytes of checksums.  Writes of many small files allocate their
+ * extents one after another, so their checksums are held back instead, as
+ * one run of consecutive sectors (t->csum_run, at most one item's worth),
+ * and go into the tree together: when a write's checksums do not continue
+ * the run, when the run is full, before checksums of its range are deleted
+ * and at the commit (ubt_csum_flush, before the queued reference changes
+ * free data).  Readers overlay the run (fs->held_csums; csum_in_range in
+ * file_w.c asks ubt_csum_held).  The room for inserting it is promised
+ * (ubt_meta_owe_run); without it checksums go in at once.  A failure to
+ * insert the run aborts the transaction: its data is referenced already.
+ */
+
+static void held_csums(struct ubt_fs *fs, uint64_t bytenr, size_t nsect, uint8_t *csums,
+		       bool *have)
+{
+	struct ubt_trans *t = fs->wr ? fs->wr->running : NULL;
+
+	if (!t || !t->csum_run.n)
+		return;
+	const struct ubt_csum_run *r = &t->csum_run;
+	uint32_t ss = fs->sectorsize, cs = fs->csum_size;
+	uint64_t end = bytenr + (uint64_t)nsect * ss, rend = r->start + (uint64_t)r->n * ss;
+	uint64_t a = UBT_MAX(bytenr, r->start), b = UBT_MIN(end, rend);
+	for (uint64_t x = a; x < b; x += ss) {
+		size_t i = (size_t)((x - bytenr) / ss);
+		memcpy(csums + i * cs, r->cs + (x - r->start) / ss * cs, cs);
+		have[i] = true;
+	}
+}
+
+bool ubt_csum_held(const struct ubt_trans *t, uint64_t start, uint64_t len)
+{
+	const struct ubt_csum_run *r = &t->csum_run;
+	uint64_t rend = r->start + (uint64_t)r->n * t->w->fs->sectorsize;
+
+	return r->n && start < rend && start + len > r->start;
+}
+
+int ubt_csum_flush(struct ubt_trans *t)
+{
+	struct ubt_csum_run *r = &t->csum_run;
+	size_t n = r->n;
+
+	if (!n)
+		return 0;
+	r->n = 0;
+	(void)ubt_meta_owe_run(t, 0);	/* less: always kept */
+	if (t->w->aborted)
+		return t->w->abort_err ? t->w->abort_err : -EROFS;
+	bool owed = t->owed_work;
+	t->owed_work = true;	/* the room was promised */
+	int ret = csum_insert_now(t, r->start, r->cs, n);
+	t->owed_work = owed;
+	if (ret && !t->w->aborted) {
+		ubt_log(UBT_LOG_ERROR, "cannot insert the checksums of data at %llu (%zu sectors): "
+			"%s; aborting", (unsigned long long)r->start, n, ubt_strerror(ret));
+		t->w->aborted = true;
+		t->w->abort_err = ret;
+	}
+	return ret;
+}
+
+int ubt_csum_insert(struct ubt_trans *t, uint64_t bytenr, const uint8_t *csums, size_t nsect)
+{
+	/* The held run first: the search for overlaps and for the item to
+	 * extend must see it in the tree. */
+	int ret = ubt_csum_flush(t);
+
+	return ret ? ret : csum_insert_now(t, bytenr, csums, nsect);
+}
+
+int ubt_csum_insert_held(struct ubt_trans *t, uint64_t bytenr, const uint8_t *csums,
+			 size_t nsect)
+{
+	struct ubt_fs *fs = t->w->fs;
+	struct ubt_csum_run *r = &t->csum_run;
+	uint32_t ss = fs->sectorsize, cs = fs->csum_size;
+	int ret;
+
+	if (nsect == 0 || t->w->aborted || !fs->has_csum_tree || !csums || !ss || !cs)
+		return ubt_csum_insert(t, bytenr, csums, nsect);	/* its checks */
+	size_t max = ubt_csum_item_max(fs->nodesize, cs);
+	if (r->n && bytenr == r->start + (uint64_t)r->n * ss && r->n + nsect <= max) {
+		memcpy(r->cs + r->n * cs, csums, nsect * cs);
+		r->n += nsect;
+		return 0;
+	}
+	if (r->n) {
+		ret = ubt_csum_flush(t);
+		if (ret)
+			return ret;
+	}
+	if (nsect > max || bytenr % ss || !ubt_meta_owe_run(t, 1))
+		return csum_insert_now(t, bytenr, csums, nsect);
+	if (!r->cs) {
+		r->cs = malloc(max * cs);
+		if (!r->cs) {
+			(void)ubt_meta_owe_run(t, 0);
+			return csum_insert_now(t, bytenr, csums, nsect);
+		}
+		r->cap = max;
+	}
+	fs->held_csums = held_csums;
+	memcpy(r->cs, csums, nsect * cs);
+	r->start = bytenr;
+	r->n = nsect;
+	return 0;
 }
 
 /* Delete the csum item `it` and the items before it in its leaf that
@@ -386,6 +503,11 @@ int ubt_csum_delete(struct ubt_trans *t, uint64_t bytenr, uint64_t len)
 	ret = csum_begin(t, bytenr, len, &root);
 	if (ret || len == 0)
 		return ret;
+	if (ubt_csum_held(t, bytenr, len)) {
+		ret = ubt_csum_flush(t);
+		if (ret)
+			return ret;
+	}
 	uint64_t end = bytenr + len;
 
 	for (;;) {

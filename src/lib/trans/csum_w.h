@@ -17,6 +17,7 @@
 #ifndef UBTRFS_TRANS_CSUM_W_H
 #define UBTRFS_TRANS_CSUM_W_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -42,6 +43,22 @@ uint32_t ubt_csum_item_max(uint32_t nodesize, uint32_t csum_size);
  * went in is taken out again.
  */
 int ubt_csum_insert(struct ubt_trans *t, uint64_t bytenr, const uint8_t *csums, size_t nsect);
+
+/*
+ * ubt_csum_insert for the checksums of newly allocated data (no checksum of
+ * the range can exist): they are held back as one run of consecutive
+ * sectors ("the held run" in csum_w.c) and go into the tree later - no
+ * -EEXIST check now, and a failure then aborts the transaction.  Readers
+ * of checksums see the run through fs->held_csums.  ubt_csum_held: does
+ * the run hold a checksum of a sector of [start, start + len)?
+ * ubt_csum_flush: insert the run now (the commit does, first thing, and so
+ * do ubt_csum_insert and ubt_csum_delete of an overlapping range); a
+ * failure aborts the transaction.
+ */
+int ubt_csum_insert_held(struct ubt_trans *t, uint64_t bytenr, const uint8_t *csums,
+			 size_t nsect);
+bool ubt_csum_held(const struct ubt_trans *t, uint64_t start, uint64_t len);
+int ubt_csum_flush(struct ubt_trans *t);
 
 /*
  * Remove every checksum of [bytenr, bytenr + len) (sector-aligned): items

@@ -346,11 +346,18 @@ static int write_regular(struct fw *w, uint64_t off, const uint8_t *data, size_t
 		if (ret)
 			return ret;
 		size_t take = (size_t)UBT_MIN((uint64_t)(len - done), got);
-		/* Whole sectors on disk: the tail is zero padding. */
-		uint8_t *buf = calloc(1, (size_t)got);
-		if (!buf)
-			return -ENOMEM;
-		memcpy(buf, data + done, take);
+		/* Whole sectors on disk: the tail is zero padding (a copy
+		 * only for a range that does not end on a sector). */
+		uint8_t *copy = NULL;
+		const uint8_t *buf = data + done;
+		if (take < got) {
+			copy = malloc((size_t)got);
+			if (!copy)
+				return -ENOMEM;
+			memcpy(copy, data + done, take);
+			memset(copy + take, 0, (size_t)got - take);
+			buf = copy;
+		}
 		ret = ubt_volume_write(fs->vol, bytenr, buf, (size_t)got);
 		if (!ret && sum) {
 			size_t nsect = (size_t)(got / ss);
@@ -360,10 +367,10 @@ static int write_regular(struct fw *w, uint64_t off, const uint8_t *data, size_t
 			if (!ret)
 				ret = ubt_csum_data(fs, buf, (size_t)got, cs);
 			if (!ret)
-				ret = ubt_csum_insert(w->t, bytenr, cs, nsect);
+				ret = ubt_csum_insert_held(w->t, bytenr, cs, nsect);
 			free(cs);
 		}
-		free(buf);
+		free(copy);
 		if (ret)
 			return ret;
 		struct btrfs_file_extent_item fi = { 0 };
@@ -436,6 +443,8 @@ static int csum_in_range(struct fw *w, uint64_t start, uint64_t len)
 
 	if (!fs->has_csum_tree)
 		return 0;
+	if (ubt_csum_held(w->t, start, len))
+		return 1;
 	ubt_path_init(&path);
 	ret = ubt_search_le(&fs->tree, &fs->csum_tree, &key, &path);
 	if (ret == 0) {

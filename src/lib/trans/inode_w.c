@@ -48,6 +48,7 @@
 #define XATTR_VALUE_MAX 65536
 #define SYMLINK_PATH_MAX 4096		/* PATH_MAX: targets up to 4095 bytes */
 #define COMPRESSION_XATTR "btrfs.compression"
+#define PIDX_DIRS 64			/* directories with delayed DIR_INDEX items */
 
 struct idx_slot {
 	uint64_t subvol, dir, next;	/* dir 0: empty */
@@ -57,12 +58,31 @@ struct ino_next {
 	uint64_t subvol, next;
 };
 
+/* A directory's delayed DIR_INDEX items ("delayed DIR_INDEX items"). */
+struct pidx_dir {
+	uint64_t subvol, dir;		/* dir 0: a free slot */
+	uint64_t last;			/* the highest index held */
+	uint32_t len, n;		/* bytes of buf used, entries */
+	uint8_t *buf;			/* entries: struct pidx_hdr, the item */
+};
+
+struct pidx_hdr {
+	uint64_t index;
+	uint32_t size;			/* of the item after the header */
+};
+
 struct ubt_ns {
 	struct ubt_fs *fs;
 	struct ino_next *inos;
 	size_t ninos;
 	struct idx_slot *idx;
 	size_t nidx;
+	/* Delayed DIR_INDEX items of transaction pidx_transid: npidx of the
+	 * slots in use, pidx_hint the last one used, pidx_victim the next to
+	 * go when all are taken. */
+	struct pidx_dir pidx[PIDX_DIRS];
+	unsigned npidx, pidx_hint, pidx_victim;
+	uint64_t pidx_transid;
 	/* Is an inode losing its last name still in use (open)? */
 	int (*keep)(void *ctx, uint64_t subvol, uint64_t ino, bool decide);
 	void *keep_ctx;
@@ -83,6 +103,8 @@ struct nsop {
 
 /* ---- the writer state ---------------------------------------------------- */
 
+static int pidx_commit_hook(void *ctx, struct ubt_trans *t);
+
 int ubt_ns_new(struct ubt_fs *fs, struct ubt_ns **out)
 {
 	struct ubt_ns *ns = calloc(1, sizeof(*ns));
@@ -96,6 +118,10 @@ int ubt_ns_new(struct ubt_fs *fs, struct ubt_ns **out)
 		return -ENOMEM;
 	}
 	ns->fs = fs;
+	if (fs->wr) {
+		fs->wr->pre_commit = pidx_commit_hook;
+		fs->wr->pre_commit_ctx = ns;
+	}
 	*out = ns;
 	return 0;
 }
@@ -104,6 +130,12 @@ void ubt_ns_free(struct ubt_ns *ns)
 {
 	if (!ns)
 		return;
+	if (ns->fs->wr && ns->fs->wr->pre_commit_ctx == ns) {
+		ns->fs->wr->pre_commit = NULL;
+		ns->fs->wr->pre_commit_ctx = NULL;
+	}
+	for (unsigned i = 0; i < PIDX_DIRS; i++)
+		free(ns->pidx[i].buf);
 	free(ns->inos);
 	free(ns->idx);
 	free(ns);
@@ -477,6 +509,248 @@ static uint32_t build_dirent(uint8_t *buf, const struct btrfs_key *location, uin
 	return (uint32_t)(sizeof(*di) + len + dlen);
 }
 
+/* ---- delayed DIR_INDEX items ------------------------------------------------ */
+
+/*
+ * As in the kernel (its delayed items), a new name's DIR_INDEX item is not
+ * inserted at once: it waits, with the other new indexes of its directory,
+ * and they go in together - one search and one shift of the leaf instead of
+ * one per name.  A directory's new indexes are all above the ones in its tree
+ * (its counter, next_index, only grows), so its batch is one run of items
+ * right after them.  A batch goes in when it reaches a quarter of a leaf,
+ * when its slot is needed for another directory (PIDX_DIRS), at the commit
+ * (the transaction's pre_commit hook) and before anything reads DIR_INDEX
+ * items (ubt_ns_index_flush: the API does it before a readdir).  A name
+ * removed while its index waits is taken out of the batch.  The room for the
+ * batches is promised to them (ubt_meta_owe_idx), as for the API's deferred
+ * ORPHAN_ITEMs; without it an index goes in at once.  Lookups use DIR_ITEMs,
+ * which go in at once, and a directory's size counts every name.
+ */
+
+static uint32_t pidx_limit(const struct ubt_fs *fs)
+{
+	return fs->nodesize / 4;
+}
+
+/* The slot of the directory's batch, or NULL. */
+static struct pidx_dir *pidx_find(struct ubt_ns *ns, uint64_t subvol, uint64_t dir)
+{
+	if (ns->npidx == 0)
+		return NULL;
+	struct pidx_dir *p = &ns->pidx[ns->pidx_hint];
+	if (p->dir == dir && p->subvol == subvol)
+		return p;
+	for (unsigned i = 0; i < PIDX_DIRS; i++) {
+		p = &ns->pidx[i];
+		if (p->dir == dir && p->subvol == subvol) {
+			ns->pidx_hint = i;
+			return p;
+		}
+	}
+	return NULL;
+}
+
+static void pidx_free_slot(struct ubt_ns *ns, struct pidx_dir *p)
+{
+	p->dir = p->subvol = p->last = 0;
+	p->len = p->n = 0;
+	ns->npidx--;
+}
+
+/* Batches of another (aborted) transaction are gone with it. */
+static void pidx_check_trans(struct ubt_ns *ns, const struct ubt_trans *t)
+{
+	if (ns->npidx && ns->pidx_transid != t->transid)
+		for (unsigned i = 0; i < PIDX_DIRS; i++)
+			if (ns->pidx[i].dir)
+				pidx_free_slot(ns, &ns->pidx[i]);
+	ns->pidx_transid = t->transid;
+}
+
+/* Insert the batch and free its slot.  An error aborts the transaction:
+ * its names are in, their indexes not. */
+static int pidx_flush_dir(struct ubt_ns *ns, struct ubt_trans *t, struct pidx_dir *p)
+{
+	uint32_t n = p->n;
+	int ret = 0;
+
+	if (n) {
+		struct btrfs_key *keys = malloc(n * sizeof(*keys));
+		uint32_t *sizes = malloc(n * sizeof(*sizes));
+		uint8_t **data = malloc(n * sizeof(*data));
+		struct ubt_wroot *root = NULL;
+		ret = keys && sizes && data ? 0 : -ENOMEM;
+		if (!ret)
+			ret = ubt_wroot_get(t, p->subvol, &root);
+		uint32_t off = 0;
+		for (uint32_t i = 0; !ret && i < n; i++) {
+			struct pidx_hdr h;
+			memcpy(&h, p->buf + off, sizeof(h));
+			keys[i] = (struct btrfs_key){ p->dir, BTRFS_DIR_INDEX_KEY, h.index };
+			sizes[i] = h.size;
+			off += (uint32_t)sizeof(h) + h.size;
+		}
+		if (!ret) {
+			/* The room was promised (ubt_meta_owe_idx). */
+			bool owed = t->owed_work;
+			t->owed_work = true;
+			ret = ubt_insert_items(t, root, keys, sizes, (int)n, data);
+			t->owed_work = owed;
+			if (ret == -EEXIST)
+				ret = UBT_CORRUPT(0, "directory %llu index %llu taken",
+						  (unsigned long long)p->dir,
+						  (unsigned long long)keys[0].offset);
+		}
+		off = 0;
+		for (uint32_t i = 0; !ret && i < n; i++) {
+			off += (uint32_t)sizeof(struct pidx_hdr);
+			memcpy(data[i], p->buf + off, sizes[i]);
+			off += sizes[i];
+		}
+		free(keys);
+		free(sizes);
+		free(data);
+		if (ret && !t->w->aborted) {
+			ubt_log(UBT_LOG_ERROR, "cannot insert the %u new index items of directory "
+				"%llu: %s; aborting", n, (unsigned long long)p->dir, ubt_strerror(ret));
+			t->w->aborted = true;
+			t->w->abort_err = ret;
+		}
+	}
+	pidx_free_slot(ns, p);
+	(void)ubt_meta_owe_idx(t, ns->npidx);	/* less: always kept */
+	return ret;
+}
+
+bool ubt_ns_index_pending(const struct ubt_ns *ns)
+{
+	return ns && ns->npidx > 0;
+}
+
+int ubt_ns_index_flush(struct ubt_ns *ns, struct ubt_trans *t)
+{
+	int ret = 0;
+
+	pidx_check_trans(ns, t);
+	for (unsigned i = 0; i < PIDX_DIRS && ns->npidx; i++) {
+		if (!ns->pidx[i].dir)
+			continue;
+		int r = t->w->aborted ? -EROFS : pidx_flush_dir(ns, t, &ns->pidx[i]);
+		if (r && !ret)
+			ret = r;
+		if (r && ns->pidx[i].dir)
+			pidx_free_slot(ns, &ns->pidx[i]);
+	}
+	return ret;
+}
+
+void ubt_ns_index_drop(struct ubt_ns *ns)
+{
+	for (unsigned i = 0; i < PIDX_DIRS && ns->npidx; i++)
+		if (ns->pidx[i].dir)
+			pidx_free_slot(ns, &ns->pidx[i]);
+}
+
+static int pidx_commit_hook(void *ctx, struct ubt_trans *t)
+{
+	return ubt_ns_index_flush(ctx, t);
+}
+
+/* Hold the DIR_INDEX item (esz bytes at item) of `index` in dir: 1 held,
+ * 0 not (no room promised: the caller inserts it), <0 error (aborted). */
+static int pidx_add(struct nsop *o, uint64_t dir, uint64_t index, const uint8_t *item,
+		    uint32_t esz)
+{
+	struct ubt_ns *ns = o->ns;
+	uint32_t limit = pidx_limit(o->fs);
+	uint32_t need = (uint32_t)sizeof(struct pidx_hdr) + esz;
+	int ret;
+
+	pidx_check_trans(ns, o->t);
+	struct pidx_dir *p = pidx_find(ns, o->subvol, dir);
+	if (p && (index <= p->last || p->len + need > limit)) {
+		/* Full (or, which the counter rules out, out of order). */
+		ret = pidx_flush_dir(ns, o->t, p);
+		if (ret)
+			return ret;
+		p = NULL;
+	}
+	if (!p) {
+		if (ns->npidx == PIDX_DIRS) {
+			p = &ns->pidx[ns->pidx_victim];
+			ns->pidx_victim = (ns->pidx_victim + 1) % PIDX_DIRS;
+			ret = pidx_flush_dir(ns, o->t, p);
+			if (ret)
+				return ret;
+		}
+		if (!ubt_meta_owe_idx(o->t, ns->npidx + 1))
+			return 0;
+		for (unsigned i = 0; i < PIDX_DIRS; i++) {
+			if (!ns->pidx[i].dir) {
+				p = &ns->pidx[i];
+				ns->pidx_hint = i;
+				break;
+			}
+		}
+		if (!p->buf) {
+			/* A quarter leaf, and one item more that starts a batch
+			 * alone. */
+			p->buf = malloc(limit + sizeof(struct pidx_hdr) +
+					sizeof(struct btrfs_dir_item) + BTRFS_NAME_LEN);
+			if (!p->buf) {
+				(void)ubt_meta_owe_idx(o->t, ns->npidx);
+				return 0;
+			}
+		}
+		p->subvol = o->subvol;
+		p->dir = dir;
+		p->len = p->n = 0;
+		ns->npidx++;
+	}
+	struct pidx_hdr h = { index, esz };
+	memcpy(p->buf + p->len, &h, sizeof(h));
+	memcpy(p->buf + p->len + sizeof(h), item, esz);
+	p->len += need;
+	p->n++;
+	p->last = index;
+	return 1;
+}
+
+/* Take index `index` of dir out of its batch: 1 done, 0 not held. */
+static int pidx_remove(struct nsop *o, uint64_t dir, uint64_t index)
+{
+	pidx_check_trans(o->ns, o->t);
+	struct pidx_dir *p = pidx_find(o->ns, o->subvol, dir);
+	if (!p)
+		return 0;
+	uint32_t off = 0;
+	for (uint32_t i = 0; i < p->n; i++) {
+		struct pidx_hdr h;
+		memcpy(&h, p->buf + off, sizeof(h));
+		uint32_t sz = (uint32_t)sizeof(h) + h.size;
+		if (h.index == index) {
+			memmove(p->buf + off, p->buf + off + sz, p->len - off - sz);
+			p->len -= sz;
+			p->n--;
+			if (p->n == 0) {
+				pidx_free_slot(o->ns, p);
+				(void)ubt_meta_owe_idx(o->t, o->ns->npidx);
+			}
+			return 1;
+		}
+		off += sz;
+	}
+	return 0;
+}
+
+/* The highest index the directory's batch holds (0: none). */
+static uint64_t pidx_last(struct nsop *o, uint64_t dir)
+{
+	struct pidx_dir *p = pidx_find(o->ns, o->subvol, dir);
+
+	return p && p->n && o->ns->pidx_transid == o->t->transid ? p->last : 0;
+}
+
 /* ---- counters -------------------------------------------------------------- */
 
 static struct idx_slot *idx_slot(struct ubt_ns *ns, uint64_t subvol, uint64_t dir, bool *found)
@@ -520,6 +794,10 @@ static int next_index(struct nsop *o, uint64_t dir, uint64_t *index)
 		ubt_path_release(&o->fs->tree, &path);
 		if (ret < 0)
 			return ret;
+		/* An evicted counter: its directory's batch may hold more. */
+		uint64_t held = pidx_last(o, dir);
+		if (held >= next)
+			next = held + 1;
 		if (ns->nidx >= IDX_SLOTS * 3 / 4) {
 			memset(ns->idx, 0, IDX_SLOTS * sizeof(*ns->idx));
 			ns->nidx = 0;
@@ -1013,6 +1291,9 @@ static int dirent_add(struct nsop *o, uint64_t dir, const char *name, size_t len
 		return ret;
 	key.type = BTRFS_DIR_INDEX_KEY;
 	key.offset = index;
+	ret = pidx_add(o, dir, index, buf, esz);
+	if (ret)
+		return ret < 0 ? ret : 0;
 	uint8_t *p;
 	ret = ubt_insert_item(o->t, o->root, &key, esz, &p);
 	if (ret == -EEXIST)
@@ -1033,6 +1314,8 @@ static int dirent_remove(struct nsop *o, uint64_t dir, const char *name, size_t 
 		return ret;
 	key.type = BTRFS_DIR_INDEX_KEY;
 	key.offset = index;
+	if (pidx_remove(o, dir, index))
+		return 0;
 	ret = ubt_delete_key(o->t, o->root, &key);
 	if (ret == -ENOENT)
 		ret = UBT_CORRUPT(0, "directory %llu has no index %llu for '%.*s'",

@@ -83,6 +83,17 @@ int ubt_ns_new(struct ubt_fs *fs, struct ubt_ns **out);
 #define UBT_NS_DROP_SECTORS 32
 bool ubt_ns_drops_data(const struct ubt_fs *fs, uint64_t nbytes);
 void ubt_ns_free(struct ubt_ns *ns);
+/*
+ * New names' DIR_INDEX items wait in the namespace state and go in by
+ * directory, in batches (inode_w.c, "delayed DIR_INDEX items"); the commit
+ * inserts what waits.  Before anything reads DIR_INDEX items outside the
+ * namespace calls (a readdir, a tree dump), ubt_ns_index_flush inserts them
+ * (an error aborts the transaction).  ubt_ns_index_pending: does anything
+ * wait?  ubt_ns_index_drop: forget them (the transaction is gone).
+ */
+bool ubt_ns_index_pending(const struct ubt_ns *ns);
+int ubt_ns_index_flush(struct ubt_ns *ns, struct ubt_trans *t);
+void ubt_ns_index_drop(struct ubt_ns *ns);
 
 struct ubt_ns_time {
 	int64_t sec;

@@ -23,6 +23,8 @@
  */
 #include "trans/trans.h"
 
+#include "trans/csum_w.h"
+
 #include "base/base.h"
 #include "tree/blockops.h"
 
@@ -128,6 +130,7 @@ void ubt_wfs_destroy(struct ubt_fs *fs)
 		free(w->roots[i]);
 	free(w->roots);
 	free(w);
+	fs->held_csums = NULL;
 	fs->wr = NULL;
 }
 
@@ -541,6 +544,7 @@ static void trans_free(struct ubt_trans *t)
 	free(t->ref_head);
 	free(t->ref_next);
 	free(t->saved_subvols);
+	free(t->csum_run.cs);
 	t->w->running = NULL;
 	free(t);
 }
@@ -553,6 +557,16 @@ int ubt_trans_commit_prepare(struct ubt_trans *t)
 	if (w->aborted) {
 		ubt_trans_abort(t, w->abort_err);
 		return -EROFS;
+	}
+	if (w->pre_commit || t->csum_run.n) {
+		ret = w->pre_commit ? w->pre_commit(w->pre_commit_ctx, t) : 0;
+		if (!ret)
+			ret = ubt_csum_flush(t);
+		if (ret || w->aborted) {
+			ret = ret ? ret : (w->abort_err ? w->abort_err : -EIO);
+			ubt_trans_abort(t, ret);
+			return ret;
+		}
 	}
 	if (t->ndirty == 0 && t->nrefs == 0 && !any_bg_dirty(w)) {
 		/* Nothing changed: no new generation (every commit must copy

@@ -107,6 +107,12 @@ struct ubt_wfs {
 	struct ubt_trans *running;
 	int backup_index;		/* next backup-root slot to fill */
 	bool chunk_alloc_failed;	/* this transaction: devices are full */
+	/* Work held back until the commit (the namespace's delayed
+	 * DIR_INDEX items, inode_w.c): done first thing in
+	 * ubt_trans_commit_prepare, with the room promised for it
+	 * (owed_idx).  An error aborts the transaction. */
+	int (*pre_commit)(void *ctx, struct ubt_trans *t);
+	void *pre_commit_ctx;
 };
 
 /* What readers saw when the transaction started (restored on abort). */
@@ -145,6 +151,18 @@ struct ubt_trans {
 	 * and that work itself (owed_work) checks nothing. */
 	uint64_t owed;
 	bool owed_work;
+	/* The same for the delayed DIR_INDEX items (ubt_meta_owe_idx) and
+	 * the held checksum run (below): owed_idx blocks for owe_dirs
+	 * directories' batches and owe_runs runs. */
+	uint64_t owed_idx;
+	size_t owe_dirs, owe_runs;
+	/* Checksums of consecutive new data sectors not yet in the csum tree
+	 * (csum_w.c, "the held run"): n sectors from start, cap allocated. */
+	struct ubt_csum_run {
+		uint64_t start;
+		size_t n, cap;
+		uint8_t *cs;
+	} csum_run;
 	/* The data extent a file's last copy-on-write write created in this
 	 * transaction (file_w.c): a write continuing the file right after it
 	 * grows it in place instead of starting another extent.  Valid while
@@ -321,6 +339,13 @@ bool ubt_meta_owe(struct ubt_trans *t, size_t n);
 /* The promised work runs between these two (reserves check nothing);
  * the promise ends with it. */
 void ubt_meta_owed_begin(struct ubt_trans *t);
+/* Keep room free for `n` batches of delayed DIR_INDEX items, each an
+ * insertion of up to a quarter leaf (replacing what was kept for them
+ * before): false, nothing changed, when that room is not there besides
+ * the next operation's. */
+bool ubt_meta_owe_idx(struct ubt_trans *t, size_t n);
+/* The same for `n` held checksum runs (0 or 1; csum_w.c). */
+bool ubt_meta_owe_run(struct ubt_trans *t, size_t n);
 void ubt_meta_owed_end(struct ubt_trans *t);
 
 /* ---- extent references (extent_w.c) ------------------------------------ */
