@@ -382,7 +382,9 @@ UBTRFS_API int ubtrfs_setattr(ubtrfs_fs *fs, ubtrfs_ino id, const struct ubtrfs_
  * other call (reads included) and every commit writes it first, and its
  * every check (room included) is made before this returns: an error it
  * could meet later aborts the transaction (the filesystem turns
- * read-only with the last commit), as any half-done change does. */
+ * read-only with the last commit), as any half-done change does.  buf
+ * must not change while the call runs (the data and its checksums are
+ * both taken from it). */
 UBTRFS_API ssize_t ubtrfs_write(ubtrfs_fs *fs, ubtrfs_ino id, const void *buf, size_t len,
 				uint64_t off);
 /* fallocate(2) with mode 0 or the Linux FALLOC_FL_ values KEEP_SIZE (1),

@@ -24,7 +24,12 @@
  *     -EEXIST, deletes of random ranges (1 sector to 8 MiB, now and then
  *     an eighth of the window) and of ranges at item edges - with a model
  *     of bytenr -> checksum, committing every 1..6 operations and closing
- *     and reopening the image every third commit;
+ *     and reopening the image every third commit.  Half of the inserts
+ *     into free space go through ubt_csum_insert_held, as new data's
+ *     checksums do: held back as one run, they must show at once through
+ *     the readers' overlay (fs->held_csums) exactly where ubt_csum_held
+ *     says the run holds them, and reach the tree by the next commit (or
+ *     the next insert or delete that meets them: -EEXIST included);
  *  4. deletes everything and checks that the tree is empty.
  * Then, once (4 KiB nodes, sha256), on a 64 MiB filesystem:
  *  5. inserts until -ENOSPC: the transaction must stay usable and the tree
@@ -85,7 +90,12 @@ static int failures;
 static bool paranoid;			/* UBTRFS_CSUM_STRESS_PARANOID: verify after every op */
 static bool verbose;			/* UBTRFS_CSUM_STRESS_VERBOSE: print every op */
 
+/* The random phase: inserts may be held (ubt_csum_insert_held); the
+ * directed steps check the tree's exact layout after each insert. */
+static bool allow_held;
+
 static struct {
+	unsigned long held, held_seen;	/* held inserts; of them still held after the call */
 	unsigned long inserts, extends_adjacent, eexist, deletes, commits, reopens, empty_commits;
 	unsigned long enospc_del;
 	unsigned long max_items_seen, max_level;
@@ -207,6 +217,26 @@ static int verify(struct ubt_fs *fs, const char *when, struct item *items, size_
 		FAIL("%s: iterating the csum tree: %s", when, ubt_strerror(ret));
 		bad++;
 	}
+	/* Checksums the writer still holds back (ubt_csum_insert_held): the
+	 * readers' overlay must give each of them, for sectors the tree does
+	 * not have. */
+	if (!bad && fs->held_csums) {
+		bool *have = calloc(win, sizeof(bool));
+		uint8_t *v = malloc((size_t)win * cs + 1);
+		fs->held_csums(fs, addr(0), win, v, have);
+		for (uint32_t i = 0; i < win && bad < 10; i++) {
+			if (!have[i])
+				continue;
+			covered++;
+			if (!mhave[i] || memcmp(v + (size_t)i * cs, mcs + (size_t)i * cs, cs)) {
+				FAIL("%s: sector %u: held checksum %s", when, i,
+				     mhave[i] ? "wrong" : "the model does not have");
+				bad++;
+			}
+		}
+		free(have);
+		free(v);
+	}
 	for (uint32_t i = 0; i < win; i++)
 		want += mhave[i];
 	if (!bad && covered != want) {
@@ -233,15 +263,43 @@ static void fill_random(uint8_t *p, size_t n)
  * Insert checksums of [s, s + n) and return what the library said; the
  * model follows a success.  A failure must leave the transaction usable.
  */
-static int try_insert(struct ubt_trans *t, uint32_t s, uint32_t n)
+/* held: ubt_csum_insert_held (the range is free: new data's checksums),
+ * whose checksums must show at once through the readers' overlay or the
+ * tree (ubt_csum_held says which). */
+static int try_insert(struct ubt_trans *t, uint32_t s, uint32_t n, bool held)
 {
 	uint8_t *c = malloc((size_t)n * cs + 1);
 	int ret;
 
 	fill_random(c, (size_t)n * cs);
-	ret = ubt_csum_insert(t, addr(s), c, n);
+	ret = held ? ubt_csum_insert_held(t, addr(s), c, n) : ubt_csum_insert(t, addr(s), c, n);
 	if (verbose)
-		fprintf(stderr, "insert [%u, %u): %d\n", s, s + n, ret);
+		fprintf(stderr, "insert%s [%u, %u): %d\n", held ? " held" : "", s, s + n, ret);
+	if (ret == 0 && held) {
+		st.held++;
+		struct ubt_fs *fs = t->w->fs;
+		bool *have = calloc(n, sizeof(bool));
+		uint8_t *v = malloc((size_t)n * cs + 1);
+		if (fs->held_csums)
+			fs->held_csums(fs, addr(s), n, v, have);
+		bool in_run = ubt_csum_held(t, addr(s), (uint64_t)n * ss);
+		for (uint32_t i = 0; i < n; i++) {
+			if (have[i] != in_run) {
+				FAIL("held insert [%u, %u): sector %u %s the overlay, the run %s it",
+				     s, s + n, s + i, have[i] ? "in" : "not in",
+				     in_run ? "holds" : "does not hold");
+				break;
+			}
+			if (have[i] && memcmp(v + (size_t)i * cs, c + (size_t)i * cs, cs)) {
+				FAIL("held insert [%u, %u): sector %u: the overlay's checksum differs",
+				     s, s + n, s + i);
+				break;
+			}
+		}
+		st.held_seen += in_run;
+		free(have);
+		free(v);
+	}
 	if (ret == 0) {
 		if (s > 0 && mhave[s - 1])
 			st.extends_adjacent++;
@@ -263,7 +321,9 @@ static int try_insert(struct ubt_trans *t, uint32_t s, uint32_t n)
 /* Insert; `expect` is what the call must return. */
 static int do_insert(struct ubt_trans *t, uint32_t s, uint32_t n, int expect)
 {
-	int ret = try_insert(t, s, n);
+	/* Half of the inserts into free space as the writer makes them for
+	 * new data. */
+	int ret = try_insert(t, s, n, allow_held && expect == 0 && rnd_below(2) == 0);
 
 	if (ret == -ECANCELED)
 		return 1;
@@ -833,6 +893,7 @@ static int run_config(uint32_t nodesize, enum ubtrfs_csum_type type, unsigned lo
 		goto out;
 
 	unsigned long next_commit = 1 + rnd_below(6);
+	allow_held = true;
 	for (unsigned long i = 0; i < ops; i++) {
 		if (start(fs, &t) || random_op(t))
 			goto out;
@@ -858,15 +919,21 @@ static int run_config(uint32_t nodesize, enum ubtrfs_csum_type type, unsigned lo
 		if (verify(fs, when, NULL, NULL))
 			goto out;
 	}
+	allow_held = false;
 	if (empty_all(&fs, &t, 1))
 		goto out;
-	printf("nodesize %5u %-8s (max %4u csums/item): %lu inserts (%lu after existing), "
+	if (st.held_seen == 0)
+		FAIL("no insert was held back (%lu held inserts)", st.held);
+	printf("nodesize %5u %-8s (max %4u csums/item): %lu inserts (%lu after existing; %lu "
+	       "held, %lu of them waiting after the call), "
 	       "%lu EEXIST, %lu deletes, %lu commits (%lu empty skipped), %lu reopens, "
 	       "%lu full items seen, tree level up to %lu%s\n",
-	       nodesize, ubt_csum_name(type), maxn, st.inserts, st.extends_adjacent, st.eexist,
+	       nodesize, ubt_csum_name(type), maxn, st.inserts, st.extends_adjacent, st.held,
+	       st.held_seen, st.eexist,
 	       st.deletes, st.commits, st.empty_commits, st.reopens, st.max_items_seen,
 	       st.max_level, st.enospc_del ? " (the final delete met ENOSPC)" : "");
 out:
+	allow_held = false;
 	finish(fs, t, path);
 	return failures != before;
 }
@@ -901,7 +968,7 @@ static int enospc_config(uint32_t nodesize, enum ubtrfs_csum_type type, unsigned
 		}
 		if (start(fs, &t))
 			goto out;
-		ret = try_insert(t, s, n);
+		ret = try_insert(t, s, n, false);
 		if (ret == -ENOSPC) {
 			enospc_ins++;
 			if (verify(fs, "after ENOSPC (insert taken back)", NULL, NULL))
