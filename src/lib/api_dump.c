@@ -156,8 +156,7 @@ static int unl_dump_tree(ubtrfs_fs *f, uint64_t tree_id, uint64_t bytenr, ubtrfs
 int ubtrfs_dump_tree(ubtrfs_fs *f, uint64_t tree_id, uint64_t bytenr, ubtrfs_write_fn write,
 		     void *ctx)
 {
-	int e = ubt_api_rdlock_all(f);	/* a failure: the last commit's trees */
-	(void)e;
+	ubt_api_rdlock_noerr(f);
 	int ret = unl_dump_tree(f, tree_id, bytenr, write, ctx);
 	ubt_api_unlock(f);
 	return ret;

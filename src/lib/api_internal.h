@@ -109,9 +109,10 @@ __attribute__((warn_unused_result)) static inline int ubt_api_rdlock(ubtrfs_fs *
  * lock)? */
 int ubt_api_write_all_pending(ubtrfs_fs *f);
 bool ubt_api_index_pending(ubtrfs_fs *f);
-/* ubt_api_rdlock for the calls that read directories' index items or
- * whole trees (readdir, tree dumps): the delayed DIR_INDEX items are
- * inserted first as well. */
+/* ubt_api_rdlock for the calls that read directories' index items
+ * (readdir): the delayed DIR_INDEX items are inserted first as well.  (A
+ * tree dump finds subvolume trees through their ROOT_ITEMs, which only a
+ * commit rewrites: it shows the last commit's trees either way.) */
 __attribute__((warn_unused_result)) static inline int ubt_api_rdlock_all(ubtrfs_fs *f)
 {
 	ubt_api_rdlock_held(f);

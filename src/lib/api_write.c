@@ -126,14 +126,16 @@ static int held_write(ubtrfs_fs *f)
 }
 
 /* With the write locks: the delayed DIR_INDEX items in (inode_w.c).  0,
- * or the error with which the transaction was marked aborted. */
+ * or the error with which the transaction was marked aborted.  Items of a
+ * transaction already aborted (an orphan item that failed at the commit,
+ * say) went with it: readers see the last commit, nothing to report. */
 static int index_write(ubtrfs_fs *f)
 {
 	if (!f->ns || !ubt_ns_index_pending(f->ns))
 		return 0;
 	if (!f->trans || !f->fs->wr || f->fs->wr->aborted) {
-		ubt_ns_index_drop(f->ns);	/* gone with the aborted transaction */
-		return -EROFS;
+		ubt_ns_index_drop(f->ns);
+		return 0;
 	}
 	return ubt_ns_index_flush(f->ns, f->trans);
 }

@@ -118,10 +118,15 @@ int ubt_ns_new(struct ubt_fs *fs, struct ubt_ns **out)
 		return -ENOMEM;
 	}
 	ns->fs = fs;
-	if (fs->wr) {
-		fs->wr->pre_commit = pidx_commit_hook;
-		fs->wr->pre_commit_ctx = ns;
+	/* The commit must insert the delayed DIR_INDEX items: one namespace
+	 * state per writer, made after it. */
+	if (!fs->wr || fs->wr->pre_commit) {
+		free(ns->idx);
+		free(ns);
+		return fs->wr ? -EBUSY : -EINVAL;
 	}
+	fs->wr->pre_commit = pidx_commit_hook;
+	fs->wr->pre_commit_ctx = ns;
 	*out = ns;
 	return 0;
 }

@@ -72,7 +72,10 @@
 #include "trans/trans.h"
 
 /* Namespace writer state of one opened filesystem: the next inode number of
- * each subvolume and the next directory index of recently used directories. */
+ * each subvolume, the next directory index of recently used directories and
+ * the delayed DIR_INDEX items.  One per writer, made after ubt_wfs_init (it
+ * registers the commit's pre_commit hook): -EINVAL without a writer, -EBUSY
+ * when the writer has one already. */
 struct ubt_ns;
 
 int ubt_ns_new(struct ubt_fs *fs, struct ubt_ns **out);

@@ -2,6 +2,8 @@
  * trans layer: writer state, transactions and the commit.
  *
  * Commit, in order:
+ *   0. the work held back for it: the writer's pre_commit hook (the
+ *      namespace's delayed DIR_INDEX items) and the held checksum run;
  *   1. settle the metadata: apply queued reference changes to the extent
  *      tree, rewrite block group items, the free-space tree and the ROOT_ITEMs
  *      of trees whose root moved, until a round changes nothing (each step
