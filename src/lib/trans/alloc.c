@@ -763,11 +763,17 @@ static bool owe_fits(struct ubt_trans *t, uint64_t blocks)
 	return ubt_meta_free_bytes(t->w, false) >= need;
 }
 
+/* The room promised to the delayed DIR_INDEX batches and the held run. */
+static uint64_t owed_batches(const struct ubt_trans *t)
+{
+	return owed_blocks(t->owe_dirs + t->owe_runs);
+}
+
 bool ubt_meta_owe(struct ubt_trans *t, size_t n)
 {
 	uint64_t want = owed_blocks(n);
 
-	if (want > t->owed && !owe_fits(t, want + t->owed_idx))
+	if (want > t->owed && !owe_fits(t, want + owed_batches(t)))
 		return false;
 	t->owed = want;
 	return true;
@@ -777,9 +783,8 @@ static bool owe_batches(struct ubt_trans *t, size_t dirs, size_t runs)
 {
 	uint64_t blocks = owed_blocks(dirs + runs);
 
-	if (blocks > t->owed_idx && !owe_fits(t, blocks + t->owed))
+	if (blocks > owed_batches(t) && !owe_fits(t, blocks + t->owed))
 		return false;
-	t->owed_idx = blocks;
 	t->owe_dirs = dirs;
 	t->owe_runs = runs;
 	return true;
@@ -833,7 +838,7 @@ int ubt_reserve_metadata(struct ubt_trans *t, bool deleting)
 		op = RESERVE_SCOPED_OP;
 		global = RESERVE_GLOBAL;
 	}
-	uint64_t need = (op + t->owed + t->owed_idx + RESERVE_COMMIT_BASE +
+	uint64_t need = (op + t->owed + owed_batches(t) + RESERVE_COMMIT_BASE +
 			 RESERVE_COMMIT_PER_DIRTY * (uint64_t)t->ndirty +
 			 RESERVE_COMMIT_PER_REF * ubt_commit_ref_blocks(t)) * ns;
 	global *= ns;

@@ -565,10 +565,8 @@ static void pidx_free_slot(struct ubt_ns *ns, struct pidx_dir *p)
 /* Batches of another (aborted) transaction are gone with it. */
 static void pidx_check_trans(struct ubt_ns *ns, const struct ubt_trans *t)
 {
-	if (ns->npidx && ns->pidx_transid != t->transid)
-		for (unsigned i = 0; i < PIDX_DIRS; i++)
-			if (ns->pidx[i].dir)
-				pidx_free_slot(ns, &ns->pidx[i]);
+	if (ns->pidx_transid != t->transid)
+		ubt_ns_index_drop(ns);
 	ns->pidx_transid = t->transid;
 }
 

@@ -90,7 +90,7 @@ void ubt_ns_free(struct ubt_ns *ns);
  * New names' DIR_INDEX items wait in the namespace state and go in by
  * directory, in batches (inode_w.c, "delayed DIR_INDEX items"); the commit
  * inserts what waits.  Before anything reads DIR_INDEX items outside the
- * namespace calls (a readdir, a tree dump), ubt_ns_index_flush inserts them
+ * namespace calls (a readdir), ubt_ns_index_flush inserts them
  * (an error aborts the transaction).  ubt_ns_index_pending: does anything
  * wait?  ubt_ns_index_drop: forget them (the transaction is gone).
  */

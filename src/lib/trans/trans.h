@@ -110,7 +110,7 @@ struct ubt_wfs {
 	/* Work held back until the commit (the namespace's delayed
 	 * DIR_INDEX items, inode_w.c): done first thing in
 	 * ubt_trans_commit_prepare, with the room promised for it
-	 * (owed_idx).  An error aborts the transaction. */
+	 * (ubt_meta_owe_idx).  An error aborts the transaction. */
 	int (*pre_commit)(void *ctx, struct ubt_trans *t);
 	void *pre_commit_ctx;
 };
@@ -152,9 +152,8 @@ struct ubt_trans {
 	uint64_t owed;
 	bool owed_work;
 	/* The same for the delayed DIR_INDEX items (ubt_meta_owe_idx) and
-	 * the held checksum run (below): owed_idx blocks for owe_dirs
-	 * directories' batches and owe_runs runs. */
-	uint64_t owed_idx;
+	 * the held checksum run (below): room for owe_dirs directories'
+	 * batches and owe_runs runs. */
 	size_t owe_dirs, owe_runs;
 	/* Checksums of consecutive new data sectors not yet in the csum tree
 	 * (csum_w.c, "the held run"): n sectors from start, cap allocated. */
