@@ -370,21 +370,6 @@ static bool ra_sequential(const void *vol, uint64_t a, uint64_t e)
 	return seq;
 }
 
-/* Fetch the pages of mapped bytes [p, p + len) now, in one go (advice only). */
-static void prefetch_mapped(const uint8_t *p, size_t len)
-{
-	static _Atomic size_t page_size;
-	size_t pg = atomic_load_explicit(&page_size, memory_order_relaxed);
-
-	if (!pg) {
-		long v = sysconf(_SC_PAGESIZE);
-		pg = v > 0 ? (size_t)v : 4096;
-		atomic_store_explicit(&page_size, pg, memory_order_relaxed);
-	}
-	uintptr_t a = (uintptr_t)p & ~(uintptr_t)(pg - 1);
-	uintptr_t b = ((uintptr_t)p + len + pg - 1) & ~(uintptr_t)(pg - 1);
-	(void)posix_madvise((void *)a, (size_t)(b - a), POSIX_MADV_WILLNEED);
-}
 
 /*
  * The segment list of ubt_file_read_vec: file bytes [vec->from, cursor) are
@@ -449,7 +434,7 @@ static uint64_t map_extent_part(struct ubt_fs *fs, bool verify, const struct ext
 		size_t use = (size_t)UBT_MIN((uint64_t)n, want);
 		size_t span = (use + ss - 1) / ss * ss;		/* <= n */
 		if (!ra_sequential(fs->vol, disk, disk + span))
-			prefetch_mapped(p, span);
+			ubt_map_willneed(p, span);
 		if (verify && verify_mapped(fs, disk, p, span) != 0)
 			break;
 		vec_flush_buf(v, done);

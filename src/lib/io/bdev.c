@@ -74,6 +74,21 @@ int ubt_bdev_flush(struct ubt_bdev *bd)
 	return bd->ops->flush(bd);
 }
 
+void ubt_map_willneed(const uint8_t *p, size_t len)
+{
+	static _Atomic size_t page_size;
+	size_t pg = atomic_load_explicit(&page_size, memory_order_relaxed);
+
+	if (!pg) {
+		long v = sysconf(_SC_PAGESIZE);
+		pg = v > 0 ? (size_t)v : 4096;
+		atomic_store_explicit(&page_size, pg, memory_order_relaxed);
+	}
+	uintptr_t a = (uintptr_t)p & ~(uintptr_t)(pg - 1);
+	uintptr_t b = ((uintptr_t)p + len + pg - 1) & ~(uintptr_t)(pg - 1);
+	(void)posix_madvise((void *)a, (size_t)(b - a), POSIX_MADV_WILLNEED);
+}
+
 bool ubt_bdev_map_current(struct ubt_bdev *bd, uint64_t off, size_t len)
 {
 	return !bd->ops->map_current || bd->ops->map_current(bd, off, len);

@@ -106,6 +106,9 @@ int ubt_bdev_flush(struct ubt_bdev *bd);
 /* May [off, off + len) be read through bd->map?  False while writes to it
  * are still gathered (ubt_bdev_read has them). */
 bool ubt_bdev_map_current(struct ubt_bdev *bd, uint64_t off, size_t len);
+/* Advice only: fetch the pages of mapped bytes [p, p + len) (of some
+ * device's `map`) into the page cache now, without waiting for them. */
+void ubt_map_willneed(const uint8_t *p, size_t len);
 void ubt_bdev_close(struct ubt_bdev *bd);
 
 #endif /* UBTRFS_IO_H */

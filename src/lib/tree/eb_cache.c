@@ -224,6 +224,52 @@ static int cached_matches(const struct ubt_eb *eb, const struct ubt_block_expect
 	return 0;
 }
 
+/*
+ * Read-around.  A cold walk in a tree (a lookup of every file of a tree in
+ * path order, a stat walk, a scan) reads one block after another from the
+ * device, each a synchronous read; they lie near each other in the
+ * metadata chunks but seldom in the order the walk needs them, so the
+ * kernel's read-ahead of the image (which follows sequential reads) often
+ * misses.  After a tree block has come from the device, the aligned
+ * window of RA_WINDOW bytes around it (within its chunk, copy 1) is asked
+ * for at once (ubt_map_willneed on the device mapping): the kernel reads
+ * it into the page cache in large requests while we work, and the next
+ * blocks of the walk come from memory.  Each window is asked for once
+ * while it is remembered (ra_seen); on a device without a mapping (and
+ * for a parity rebuild) nothing is asked.  Measured
+ * on a cold `git status` of 40k files (docs/PERFORMANCE.md): 0.8 s to
+ * 0.63 s, most of it time the daemon waited for the disk.
+ */
+#define RA_WINDOW (512u << 10)
+#define UBT_RA_FORGET 4096
+
+static void read_around(struct ubt_tree_ctx *t, uint64_t bytenr)
+{
+	uint64_t win = bytenr / RA_WINDOW;
+	_Atomic uint64_t *seen = &t->ra_seen[win % 64];
+
+	if (atomic_fetch_add_explicit(&t->ra_reads, 1, memory_order_relaxed) % UBT_RA_FORGET ==
+	    UBT_RA_FORGET - 1) {
+		for (size_t i = 0; i < 64; i++)
+			atomic_store_explicit(&t->ra_seen[i], 0, memory_order_relaxed);
+	}
+	if (atomic_exchange_explicit(seen, win + 1, memory_order_relaxed) == win + 1)
+		return;
+	const struct ubt_chunk *c = ubt_volume_find_chunk(t->vol, bytenr);
+	if (!c)
+		return;
+	uint64_t a = UBT_MAX(win * RA_WINDOW, c->start);
+	uint64_t b = UBT_MIN(win * RA_WINDOW + RA_WINDOW, c->start + c->length);
+	while (a < b) {
+		const uint8_t *m;
+		size_t n = ubt_volume_map(t->vol, a, (size_t)(b - a), 1, &m);
+		if (!n)
+			return;
+		ubt_map_willneed(m, n);
+		a += n;
+	}
+}
+
 int ubt_read_tree_block(struct ubt_tree_ctx *t, const struct ubt_block_expect *exp,
 			struct ubt_eb **out)
 {
@@ -303,6 +349,7 @@ int ubt_read_tree_block(struct ubt_tree_ctx *t, const struct ubt_block_expect *e
 			(unsigned long long)exp->bytenr, ubt_strerror(first_err));
 		return first_err;
 	}
+	read_around(t, exp->bytenr);
 
 	cache_lock(t);
 	other = lookup_locked(t, exp->bytenr);

@@ -13,6 +13,7 @@
 #define UBTRFS_TREE_H
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -52,6 +53,12 @@ struct ubt_tree_ctx {
 	 */
 	bool excl;
 	pthread_t excl_owner;
+	/* Read-around (eb_cache.c): the windows asked for lately, as window
+	 * number + 1 in a direct-mapped table, forgotten every
+	 * UBT_RA_FORGET reads from the device.  Advice only: racy by design,
+	 * relaxed atomics. */
+	_Atomic uint64_t ra_seen[64];
+	_Atomic uint64_t ra_reads;
 };
 
 /* A tree's root as its parent (superblock or ROOT_ITEM) describes it. */
