@@ -398,7 +398,6 @@ ssize_t ubt_xattr_get(struct ubt_fs *fs, const struct ubt_subvol *sv, uint64_t i
 		      const char *name, void *buf, size_t size)
 {
 	size_t len = strlen(name);
-	struct btrfs_key key = { ino, BTRFS_XATTR_ITEM_KEY, ubt_name_hash(name, len) };
 	struct name_match m = { name, len, { 0, 0, 0 }, 0, NULL, 0 };
 	struct ubt_path path;
 	ssize_t ret;
@@ -408,6 +407,8 @@ ssize_t ubt_xattr_get(struct ubt_fs *fs, const struct ubt_subvol *sv, uint64_t i
 	ret = ubt_inode_no_xattrs(fs, sv, ino);
 	if (ret)
 		return ret > 0 ? -ENODATA : ret;
+	/* The name's hash only when the items must be searched. */
+	struct btrfs_key key = { ino, BTRFS_XATTR_ITEM_KEY, ubt_name_hash(name, len) };
 	ubt_path_init(&path);
 	ret = ubt_search_slot(&fs->tree, &sv->root, &key, &path);
 	if (ret == 0) {
