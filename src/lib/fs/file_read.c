@@ -25,14 +25,11 @@
 #include "fs/compress.h"
 
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
-#include <unistd.h>
 
 /*
  * Fill csums[i] for each sector of [bytenr, bytenr + n * sectorsize) that
@@ -369,7 +366,6 @@ static bool ra_sequential(const void *vol, uint64_t a, uint64_t e)
 	pthread_mutex_unlock(&ra_lock);
 	return seq;
 }
-
 
 /*
  * The segment list of ubt_file_read_vec: file bytes [vec->from, cursor) are

@@ -36,6 +36,8 @@ struct ubt_tree_stats {
 	uint64_t hits, misses, evictions, bytes;
 };
 
+#define UBT_RA_SLOTS 64	/* read-around windows remembered */
+
 struct ubt_tree_ctx {
 	struct ubt_volume *vol;
 	struct ubt_check_ctx check;
@@ -55,9 +57,9 @@ struct ubt_tree_ctx {
 	pthread_t excl_owner;
 	/* Read-around (eb_cache.c): the windows asked for lately, as window
 	 * number + 1 in a direct-mapped table, forgotten every
-	 * UBT_RA_FORGET reads from the device.  Advice only: racy by design,
-	 * relaxed atomics. */
-	_Atomic uint64_t ra_seen[64];
+	 * UBT_RA_FORGET tree blocks read from the device.  Advice only: racy
+	 * by design, relaxed atomics. */
+	_Atomic uint64_t ra_seen[UBT_RA_SLOTS];
 	_Atomic uint64_t ra_reads;
 };
 
