@@ -321,15 +321,29 @@ out:
  * table is shared by every filesystem of the process (keyed by volume) and
  * holds hints only: a stale or lost entry costs one read-around window or
  * one exact prefetch too many.
+ *
+ * Drop-behind: what a sequential stream has read more than RA_DROP_LAG
+ * ago is let go from the host's page cache (ubt_volume_drop_cached), in
+ * steps of RA_DROP_STEP.  The kernel already holds those bytes in the FUSE
+ * file's own page cache, so keeping the image's copy doubled the memory a
+ * big read takes; and the next read-ahead reuses the pages just freed
+ * instead of pages that must be made ready afresh, which on a VM whose
+ * host takes free memory back (free page reporting) costs more CPU than
+ * the reading itself (PERFORMANCE.md, fourteenth session).  The lag is
+ * far behind anything a request in flight touches; a read that still
+ * lands there reads the disk again.
  */
 #define RA_STREAMS 8
 #define RA_SLACK (512u << 10)
 #define RA_HITS 3
+#define RA_DROP_LAG (8u << 20)
+#define RA_DROP_STEP (2u << 20)
 
 struct ra_stream {
 	const void *vol;	/* NULL: free slot */
 	uint64_t next;		/* logical end of the stream's latest read */
 	uint64_t stamp;		/* last use, for replacement */
+	uint64_t dropped;	/* logical start of what is not dropped yet */
 	unsigned hits;		/* reads that continued the stream */
 };
 
@@ -337,8 +351,13 @@ static pthread_mutex_t ra_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct ra_stream ra_streams[RA_STREAMS];
 static uint64_t ra_clock;
 
-/* Note a read of logical [a, e) on vol: does it continue a sequential stream? */
-static bool ra_sequential(const void *vol, uint64_t a, uint64_t e)
+/*
+ * Note a read of logical [a, e) on vol: does it continue a sequential
+ * stream?  When it does and the stream's tail is due to be dropped, that
+ * range is set in [*drop_a, *drop_e) (else *drop_e == *drop_a).
+ */
+static bool ra_sequential(const void *vol, uint64_t a, uint64_t e, uint64_t *drop_a,
+			  uint64_t *drop_e)
 {
 	struct ra_stream *s = NULL, *victim = &ra_streams[0];
 	bool seq;
@@ -354,8 +373,10 @@ static bool ra_sequential(const void *vol, uint64_t a, uint64_t e)
 		if (!c->vol || (victim->vol && c->stamp < victim->stamp))
 			victim = c;
 	}
+	*drop_a = *drop_e = 0;
 	if (!s) {
-		*victim = (struct ra_stream){ vol, e, ra_clock, 0 };
+		*victim = (struct ra_stream){ .vol = vol, .next = e, .stamp = ra_clock,
+					      .dropped = a };
 		pthread_mutex_unlock(&ra_lock);
 		return false;
 	}
@@ -363,8 +384,29 @@ static bool ra_sequential(const void *vol, uint64_t a, uint64_t e)
 	s->hits += s->hits < RA_HITS;
 	s->next = UBT_MAX(s->next, e);
 	seq = s->hits >= RA_HITS;
+	if (seq && s->next >= RA_DROP_LAG && s->next - RA_DROP_LAG >= s->dropped + RA_DROP_STEP) {
+		*drop_a = s->dropped;
+		*drop_e = s->next - RA_DROP_LAG;
+		s->dropped = *drop_e;	/* claimed: no other thread drops it too */
+	}
 	pthread_mutex_unlock(&ra_lock);
 	return seq;
+}
+
+/* A drop claimed up to `claimed` got only to `got`: the rest is due again. */
+static void ra_dropped(const void *vol, uint64_t claimed, uint64_t got)
+{
+	if (got >= claimed)
+		return;
+	pthread_mutex_lock(&ra_lock);
+	for (size_t i = 0; i < RA_STREAMS; i++) {
+		struct ra_stream *c = &ra_streams[i];
+		if (c->vol == vol && c->dropped == claimed) {
+			c->dropped = got;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&ra_lock);
 }
 
 /*
@@ -429,8 +471,12 @@ static uint64_t map_extent_part(struct ubt_fs *fs, bool verify, const struct ext
 			break;
 		size_t use = (size_t)UBT_MIN((uint64_t)n, want);
 		size_t span = (use + ss - 1) / ss * ss;		/* <= n */
-		if (!ra_sequential(fs->vol, disk, disk + span))
+		uint64_t drop_a, drop_e;
+		if (!ra_sequential(fs->vol, disk, disk + span, &drop_a, &drop_e))
 			ubt_map_willneed(p, span);
+		else if (drop_e > drop_a)
+			ra_dropped(fs->vol, drop_e,
+				   ubt_volume_drop_cached(fs->vol, drop_a, drop_e - drop_a));
 		if (verify && verify_mapped(fs, disk, p, span) != 0)
 			break;
 		vec_flush_buf(v, done);

@@ -74,19 +74,40 @@ int ubt_bdev_flush(struct ubt_bdev *bd)
 	return bd->ops->flush(bd);
 }
 
-void ubt_map_willneed(const uint8_t *p, size_t len)
+static size_t page_size(void)
 {
-	static _Atomic size_t page_size;
-	size_t pg = atomic_load_explicit(&page_size, memory_order_relaxed);
+	static _Atomic size_t cached;
+	size_t pg = atomic_load_explicit(&cached, memory_order_relaxed);
 
 	if (!pg) {
 		long v = sysconf(_SC_PAGESIZE);
 		pg = v > 0 ? (size_t)v : 4096;
-		atomic_store_explicit(&page_size, pg, memory_order_relaxed);
+		atomic_store_explicit(&cached, pg, memory_order_relaxed);
 	}
+	return pg;
+}
+
+void ubt_map_willneed(const uint8_t *p, size_t len)
+{
+	size_t pg = page_size();
 	uintptr_t a = (uintptr_t)p & ~(uintptr_t)(pg - 1);
 	uintptr_t b = ((uintptr_t)p + len + pg - 1) & ~(uintptr_t)(pg - 1);
 	(void)posix_madvise((void *)a, (size_t)(b - a), POSIX_MADV_WILLNEED);
+}
+
+void ubt_bdev_drop_cached(struct ubt_bdev *bd, uint64_t off, size_t len)
+{
+	size_t pg = page_size();
+	uint64_t a = (off + pg - 1) / pg * pg, b;
+
+	/* Whole pages inside the range only: a neighbour's page stays. */
+	if (!range_ok(bd, len, off) || off + len < a)
+		return;
+	b = (off + len) / pg * pg;
+	if (b <= a)
+		return;
+	if (bd->ops->drop_cached)
+		bd->ops->drop_cached(bd, a, (size_t)(b - a));
 }
 
 bool ubt_bdev_map_current(struct ubt_bdev *bd, uint64_t off, size_t len)
@@ -347,6 +368,31 @@ static bool file_map_current(struct ubt_bdev *bd, uint64_t off, size_t len)
 	return !pend_touches(fp, off, len);
 }
 
+/*
+ * Let the host drop its cache of [off, off + len) of the file: unmap, then
+ * drop (the host keeps a page that is still mapped).  On the file's shared
+ * mapping MADV_DONTNEED only takes the pages out of our page tables -
+ * never call this for a memory device's buffer, which it would zero.
+ * Linux's MADV_DONTNEED: glibc's POSIX_MADV_DONTNEED does nothing.
+ * Clean pages only go; dirty ones are written back first and stay.
+ */
+static void file_drop_cached(struct ubt_bdev *bd, uint64_t off, size_t len)
+{
+#ifdef POSIX_FADV_DONTNEED
+	struct file_priv *fp = bd->priv;
+
+#ifdef MADV_DONTNEED
+	if (bd->map)	/* ubt_bdev_drop_cached checked the range */
+		(void)madvise((void *)(uintptr_t)(bd->map + off), len, MADV_DONTNEED);
+#endif
+	(void)posix_fadvise(fp->fd, (off_t)off, (off_t)len, POSIX_FADV_DONTNEED);
+#else
+	(void)bd;
+	(void)off;
+	(void)len;
+#endif
+}
+
 static void file_destroy(struct ubt_bdev *bd)
 {
 	struct file_priv *fp = bd->priv;
@@ -367,6 +413,7 @@ static const struct ubt_bdev_ops file_ops = {
 	.write = file_write,
 	.flush = file_flush,
 	.map_current = file_map_current,
+	.drop_cached = file_drop_cached,
 	.destroy = file_destroy,
 };
 

@@ -27,6 +27,8 @@ struct ubt_bdev_ops {
 	int (*flush)(struct ubt_bdev *bd);
 	/* Optional: does the mapping show every write to [off, off + len)? */
 	bool (*map_current)(struct ubt_bdev *bd, uint64_t off, size_t len);
+	/* Optional: let the host's cache of [off, off + len) go (advice). */
+	void (*drop_cached)(struct ubt_bdev *bd, uint64_t off, size_t len);
 	void (*destroy)(struct ubt_bdev *bd);
 };
 
@@ -109,6 +111,13 @@ bool ubt_bdev_map_current(struct ubt_bdev *bd, uint64_t off, size_t len);
 /* Advice only: fetch the pages of mapped bytes [p, p + len) (of some
  * device's `map`) into the page cache now, without waiting for them. */
 void ubt_map_willneed(const uint8_t *p, size_t len);
+/*
+ * Advice only: bytes [off, off + len) of the device are not wanted again
+ * soon.  Unmaps their pages from bd->map and lets the host drop them from
+ * its page cache (clean pages only; dirty ones are written back first and
+ * stay).  Never loses data: a later read reads them again.
+ */
+void ubt_bdev_drop_cached(struct ubt_bdev *bd, uint64_t off, size_t len);
 void ubt_bdev_close(struct ubt_bdev *bd);
 
 #endif /* UBTRFS_IO_H */

@@ -187,6 +187,17 @@ size_t ubt_volume_map(struct ubt_volume *vol, uint64_t logical, size_t len, int 
 		      const uint8_t **out);
 
 /*
+ * Advice: copy 1 of [logical, logical + len) (what ubt_volume_map serves)
+ * will not be read again soon; its devices may drop it from the host's
+ * page cache (ubt_bdev_drop_cached) in aligned 2 MiB blocks, which may
+ * reach up to 2 MiB before `logical`.  Returns how far it got: the bytes
+ * from there to logical + len are left for a later call that continues
+ * the range.  Unmapped and RAID5/6 pieces are skipped; so are the tails of
+ * striped elements (RAID0/RAID10 stripes are smaller than a block).
+ */
+uint64_t ubt_volume_drop_cached(struct ubt_volume *vol, uint64_t logical, uint64_t len);
+
+/*
  * Where copy `mirror` of `logical` lives, for messages: "devid 2 (/dev/x)
  * physical 123456", or a note about parity rebuilds / missing devices.
  */
