@@ -291,6 +291,8 @@ static int verify_mapped(struct ubt_fs *fs, uint64_t bytenr, const uint8_t *p, s
 		uint8_t got[UBT_CSUM_MAX];
 		if (!have[i])
 			continue;
+		if (i + 1 < nsect)	/* mapped pages come from memory, not cache */
+			ubt_prefetch(p + (i + 1) * ss, ss);
 		ubt_csum(fs->csum_type, p + i * ss, ss, got);
 		if (memcmp(got, csums + i * cs, cs))
 			ret = 1;
