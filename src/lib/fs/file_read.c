@@ -324,22 +324,28 @@ out:
  * holds hints only: a stale or lost entry costs one read-around window or
  * one exact prefetch too many.
  *
- * Drop-behind: what a sequential stream has read more than RA_DROP_LAG
- * ago is let go from the host's page cache (ubt_volume_drop_cached), in
- * steps of RA_DROP_STEP.  The kernel already holds those bytes in the FUSE
- * file's own page cache, so keeping the image's copy doubled the memory a
- * big read takes; and the next read-ahead reuses the pages just freed
- * instead of pages that must be made ready afresh, which on a VM whose
- * host takes free memory back (free page reporting) costs more CPU than
- * the reading itself (PERFORMANCE.md, fourteenth session).  The lag is
- * far behind anything a request in flight touches; a read that still
- * lands there reads the disk again.
+ * Drop-behind (ubt_file_read_vec only: the zero-copy path of read-only
+ * mounts): what a sequential stream has read more than RA_DROP_LAG before
+ * the start of the current read is let go from the host's page cache
+ * (ubt_volume_drop_cached), in steps of at least RA_DROP_STEP and at most
+ * RA_DROP_MAX (a stale entry of a closed volume whose address comes back
+ * drops no more than that).  The FUSE file's page cache holds those bytes
+ * already, so keeping the image's copy doubled the memory a big read
+ * takes; and the next read-ahead reuses the pages just freed instead of
+ * pages that must be made ready afresh, which on a VM whose host takes
+ * free memory back (free page reporting) costs more CPU than the reading
+ * itself (PERFORMANCE.md, fourteenth session).  Requests larger than
+ * RA_DROP_LAG / 2 drop nothing, so a request never drops its own pages;
+ * the lag is far behind what other requests in flight touch, and one that
+ * still lands there reads the disk again - as when memory pressure evicts
+ * a page between its check and the reply.
  */
 #define RA_STREAMS 8
 #define RA_SLACK (512u << 10)
 #define RA_HITS 3
 #define RA_DROP_LAG (8u << 20)
 #define RA_DROP_STEP (2u << 20)
+#define RA_DROP_MAX (32u << 20)
 
 struct ra_stream {
 	const void *vol;	/* NULL: free slot */
@@ -355,10 +361,11 @@ static uint64_t ra_clock;
 
 /*
  * Note a read of logical [a, e) on vol: does it continue a sequential
- * stream?  When it does and the stream's tail is due to be dropped, that
- * range is set in [*drop_a, *drop_e) (else *drop_e == *drop_a).
+ * stream?  When it does, `drop` is set and the stream's tail is due to be
+ * dropped, that range is set in [*drop_a, *drop_e) (else *drop_e ==
+ * *drop_a).
  */
-static bool ra_sequential(const void *vol, uint64_t a, uint64_t e, uint64_t *drop_a,
+static bool ra_sequential(const void *vol, uint64_t a, uint64_t e, bool drop, uint64_t *drop_a,
 			  uint64_t *drop_e)
 {
 	struct ra_stream *s = NULL, *victim = &ra_streams[0];
@@ -386,9 +393,10 @@ static bool ra_sequential(const void *vol, uint64_t a, uint64_t e, uint64_t *dro
 	s->hits += s->hits < RA_HITS;
 	s->next = UBT_MAX(s->next, e);
 	seq = s->hits >= RA_HITS;
-	if (seq && s->next >= RA_DROP_LAG && s->next - RA_DROP_LAG >= s->dropped + RA_DROP_STEP) {
-		*drop_a = s->dropped;
-		*drop_e = s->next - RA_DROP_LAG;
+	uint64_t lim = UBT_MIN(s->next, a);	/* behind this read's start */
+	if (seq && drop && lim >= RA_DROP_LAG && lim - RA_DROP_LAG >= s->dropped + RA_DROP_STEP) {
+		*drop_e = lim - RA_DROP_LAG;
+		*drop_a = UBT_MAX(s->dropped, *drop_e - RA_DROP_MAX);
 		s->dropped = *drop_e;	/* claimed: no other thread drops it too */
 	}
 	pthread_mutex_unlock(&ra_lock);
@@ -422,6 +430,7 @@ struct read_vec {
 	size_t n, cap;
 	uint8_t *buf;		/* file byte `from` is buf[0] */
 	uint64_t from, cursor;
+	bool drop_behind;	/* small enough a request to drop behind it */
 };
 
 static void vec_add(struct read_vec *v, const void *p, size_t len)
@@ -474,7 +483,7 @@ static uint64_t map_extent_part(struct ubt_fs *fs, bool verify, const struct ext
 		size_t use = (size_t)UBT_MIN((uint64_t)n, want);
 		size_t span = (use + ss - 1) / ss * ss;		/* <= n */
 		uint64_t drop_a, drop_e;
-		if (!ra_sequential(fs->vol, disk, disk + span, &drop_a, &drop_e))
+		if (!ra_sequential(fs->vol, disk, disk + span, v->drop_behind, &drop_a, &drop_e))
 			ubt_map_willneed(p, span);
 		else if (drop_e > drop_a)
 			ra_dropped(fs->vol, drop_e,
@@ -605,7 +614,7 @@ ssize_t ubt_file_read(struct ubt_fs *fs, const struct ubt_inode *in, void *buf, 
 ssize_t ubt_file_read_vec(struct ubt_fs *fs, const struct ubt_inode *in, void *buf, size_t len,
 			  uint64_t off, struct iovec *iov, size_t *iovcnt)
 {
-	struct read_vec v = { iov, 0, *iovcnt, buf, off, off };
+	struct read_vec v = { iov, 0, *iovcnt, buf, off, off, len <= RA_DROP_LAG / 2 };
 
 	*iovcnt = 0;
 	if (v.cap < 3) {

@@ -374,7 +374,8 @@ static bool file_map_current(struct ubt_bdev *bd, uint64_t off, size_t len)
  * mapping MADV_DONTNEED only takes the pages out of our page tables -
  * never call this for a memory device's buffer, which it would zero.
  * Linux's MADV_DONTNEED: glibc's POSIX_MADV_DONTNEED does nothing.
- * Clean pages only go; dirty ones are written back first and stay.
+ * Clean pages only go: Linux starts writeback of dirty ones without
+ * waiting and leaves them, and pages under writeback, cached.
  */
 static void file_drop_cached(struct ubt_bdev *bd, uint64_t off, size_t len)
 {

@@ -114,7 +114,7 @@ void ubt_map_willneed(const uint8_t *p, size_t len);
 /*
  * Advice only: bytes [off, off + len) of the device are not wanted again
  * soon.  Unmaps their pages from bd->map and lets the host drop them from
- * its page cache (clean pages only; dirty ones are written back first and
+ * its page cache (clean pages only: dirty ones and ones under writeback
  * stay).  Never loses data: a later read reads them again.
  */
 void ubt_bdev_drop_cached(struct ubt_bdev *bd, uint64_t off, size_t len);

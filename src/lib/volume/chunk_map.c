@@ -417,10 +417,11 @@ size_t ubt_volume_map(struct ubt_volume *vol, uint64_t logical, size_t len, int 
 }
 
 /*
- * The host caches a file in folios of up to 2 MiB, naturally aligned, and
- * drops only folios wholly inside the range it is given: each device range
- * is rounded down at both ends to DROP_ALIGN, and what is left after the
- * last aligned end is the next call's (it returns where it stopped).
+ * Linux caches a file in naturally aligned folios (up to 2 MiB with 4 KiB
+ * pages) and drops only folios wholly inside the range it is given: each
+ * device range is rounded down at both ends to DROP_ALIGN (the start not
+ * below the stripe's own start), and what is left after the last aligned
+ * end is the next call's (it returns where it stopped).
  */
 #define DROP_ALIGN ((uint64_t)2 << 20)
 
@@ -434,7 +435,7 @@ uint64_t ubt_volume_drop_cached(struct ubt_volume *vol, uint64_t logical, uint64
 		if (!c || mirror_stripe(c, logical - c->start, 1, &s, &physical, &room) || !room)
 			return logical + len;	/* unmapped, RAID5/6: nothing to drop */
 		uint64_t n = UBT_MIN(UBT_MIN(len, room), (uint64_t)1 << 30);
-		uint64_t a = physical / DROP_ALIGN * DROP_ALIGN;
+		uint64_t a = UBT_MAX(physical / DROP_ALIGN * DROP_ALIGN, s->physical);
 		uint64_t b = (physical + n) / DROP_ALIGN * DROP_ALIGN;
 		if (b > a && s->dev && s->dev->bd)
 			ubt_bdev_drop_cached(s->dev->bd, a, (size_t)(b - a));

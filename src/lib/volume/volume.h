@@ -189,11 +189,13 @@ size_t ubt_volume_map(struct ubt_volume *vol, uint64_t logical, size_t len, int 
 /*
  * Advice: copy 1 of [logical, logical + len) (what ubt_volume_map serves)
  * will not be read again soon; its devices may drop it from the host's
- * page cache (ubt_bdev_drop_cached) in aligned 2 MiB blocks, which may
- * reach up to 2 MiB before `logical`.  Returns how far it got: the bytes
- * from there to logical + len are left for a later call that continues
- * the range.  Unmapped and RAID5/6 pieces are skipped; so are the tails of
- * striped elements (RAID0/RAID10 stripes are smaller than a block).
+ * page cache (ubt_bdev_drop_cached) in aligned 2 MiB blocks of each
+ * device, which may reach up to 2 MiB before a piece (within its stripe).
+ * Returns how far it got: the bytes from there to logical + len are left
+ * for a later call that continues the range.  Unmapped and RAID5/6 pieces
+ * are skipped.  In RAID0/RAID10 chunks a piece is one stripe element
+ * (64 KiB): only one that ends on a 2 MiB boundary of its device drops
+ * the block it ends, which holds the elements before it there.
  */
 uint64_t ubt_volume_drop_cached(struct ubt_volume *vol, uint64_t logical, uint64_t len);
 
