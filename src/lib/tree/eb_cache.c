@@ -233,7 +233,7 @@ static int cached_matches(const struct ubt_eb *eb, const struct ubt_block_expect
  * misses.  After a tree block has come from the device, the aligned
  * window of RA_WINDOW bytes around it (copy 1, from the block's chunk on,
  * through the chunks that follow it without a gap) is asked for at once
- * (ubt_map_willneed on the device mapping): the kernel reads it into the
+ * (ubt_volume_willneed: the device mappings): the kernel reads it into the
  * page cache in large requests while we work, and the next blocks of the
  * walk come from memory.  Each window is asked for once while it is
  * remembered (ra_seen, which forgets every UBT_RA_FORGET blocks read); the
@@ -265,22 +265,7 @@ static void read_around(struct ubt_tree_ctx *t, uint64_t bytenr)
 	uint64_t end = win * RA_WINDOW + RA_WINDOW;
 	if (end < a)
 		end = UINT64_MAX;	/* the last window of the address space */
-	while (a < end) {
-		/* Chunk bounds are checked at load: start + length does not
-		 * wrap. */
-		c = ubt_volume_find_chunk(t->vol, a);
-		if (!c)
-			return;
-		uint64_t b = UBT_MIN(end, c->start + c->length);
-		while (a < b) {
-			const uint8_t *m;
-			size_t n = ubt_volume_map(t->vol, a, (size_t)(b - a), 1, &m);
-			if (!n)
-				return;
-			ubt_map_willneed(m, n);
-			a += n;
-		}
-	}
+	ubt_volume_willneed(t->vol, a, end - a);
 }
 
 int ubt_read_tree_block(struct ubt_tree_ctx *t, const struct ubt_block_expect *exp,

@@ -416,6 +416,20 @@ size_t ubt_volume_map(struct ubt_volume *vol, uint64_t logical, size_t len, int 
 	return n;
 }
 
+void ubt_volume_willneed(struct ubt_volume *vol, uint64_t logical, uint64_t len)
+{
+	while (len) {
+		const uint8_t *m;
+		size_t n = ubt_volume_map(vol, logical, (size_t)UBT_MIN(len, (uint64_t)1 << 30), 1,
+					  &m);
+		if (!n)
+			return;
+		ubt_map_willneed(m, n);
+		logical += n;
+		len -= n;
+	}
+}
+
 /*
  * Linux caches a file in naturally aligned folios (up to 2 MiB with 4 KiB
  * pages) and drops only folios wholly inside the range it is given: each

@@ -187,6 +187,15 @@ size_t ubt_volume_map(struct ubt_volume *vol, uint64_t logical, size_t len, int 
 		      const uint8_t **out);
 
 /*
+ * Advice: copy 1 of [logical, logical + len) will be read soon; the parts
+ * ubt_volume_map can serve are asked for from their devices' mappings
+ * (ubt_map_willneed), through the chunks that follow without a gap.  Stops
+ * at the first part it cannot map (a gap between chunks, RAID5/6, a device
+ * without a mapping, writes a file device still gathers).
+ */
+void ubt_volume_willneed(struct ubt_volume *vol, uint64_t logical, uint64_t len);
+
+/*
  * Advice: copy 1 of [logical, logical + len) (what ubt_volume_map serves)
  * will not be read again soon; its devices may drop it from the host's
  * page cache (ubt_bdev_drop_cached) in aligned 2 MiB blocks of each
