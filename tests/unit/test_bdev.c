@@ -1,10 +1,13 @@
 /*
  * unit: io/bdev - the file device's gathered writes against a model.
  *
- * A file device keeps a run of writes in memory and writes it out with one
- * pwrite (bdev.c).  Random writes - mostly continuing the last one, some
- * inside it, some elsewhere, some larger than the run - and random reads
- * run on a file device and on a plain array.  After every step:
+ * A file device keeps runs of writes in memory and writes each out with
+ * one pwrite, or directly (O_DIRECT, AIO) where it is aligned and the host
+ * allows (bdev.c).  Random writes - mostly continuing the last one, some
+ * inside it, some elsewhere, some larger than a run - and random reads run
+ * on a file device and on a plain array, first with any bytes, then in
+ * 4 KiB blocks from two streams taking turns (the direct writes, several
+ * in flight).  After every step:
  *  - every read equals the model;
  *  - where ubt_bdev_map_current says the mapping may be used, the mapping
  *    equals the model;
@@ -21,6 +24,10 @@
  * the working directory (meson's build directory), or in /tmp if that is
  * tmpfs (no writeback); where neither will do or cachestat(2) is missing
  * the check is not made - a failure under UBTRFS_REQUIRE_ORACLE=1.
+ * Then two streams of 16 KiB writes taking turns (a commit's DUP copies):
+ * through the page cache they go out in at most 16 write calls (one run
+ * each: not 512), and written directly none of their pages stays in the
+ * host's page cache; the same directory and oracle rules.
  * UBTRFS_TEST_SEED=n replays a run.
  */
 #include "t.h"
@@ -121,6 +128,28 @@ static int cachestat(int fd, uint64_t off, uint64_t len, struct t_cachestat *cs)
 }
 #endif
 
+#ifdef __linux__
+/* A new file in the working directory, or else /tmp, on a filesystem with
+ * a page cache of its own (not tmpfs); its name in path.  -1 if none. */
+static int scratch_file(char *path, size_t size)
+{
+	static const char *const dirs[] = { ".", "/tmp" };
+	struct statfs sf;
+	int fd = -1;
+
+	for (size_t i = 0; i < UBT_ARRAY_SIZE(dirs) && fd < 0; i++) {
+		snprintf(path, size, "%s/ubtrfs-test-bdev-XXXXXX", dirs[i]);
+		fd = mkstemp(path);
+		if (fd >= 0 && fstatfs(fd, &sf) == 0 && sf.f_type == TMPFS_MAGIC) {
+			close(fd);
+			unlink(path);
+			fd = -1;
+		}
+	}
+	return fd;
+}
+#endif
+
 /* The check cannot be made here: said, and a failure where the oracle
  * (a Linux host with writeback) is required. */
 static void wb_not_checked(const char *why)
@@ -136,11 +165,9 @@ static void wb_not_checked(const char *why)
 static void test_write_behind(void)
 {
 #ifdef __linux__
-	static const char *const dirs[] = { ".", "/tmp" };
 	char path[64] = "";
 	int fd = -1;
 	struct ubt_bdev *bd = NULL;
-	struct statfs sf;
 	struct t_cachestat cs;
 	const size_t piece = 64 << 10;
 	const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
@@ -149,15 +176,7 @@ static void test_write_behind(void)
 	CHECK(buf != NULL);
 	if (!buf)
 		goto out;
-	for (size_t i = 0; i < UBT_ARRAY_SIZE(dirs) && fd < 0; i++) {
-		snprintf(path, sizeof(path), "%s/ubtrfs-test-bdev-wb-XXXXXX", dirs[i]);
-		fd = mkstemp(path);
-		if (fd >= 0 && fstatfs(fd, &sf) == 0 && sf.f_type == TMPFS_MAGIC) {
-			close(fd);
-			unlink(path);
-			fd = -1;
-		}
-	}
+	fd = scratch_file(path, sizeof(path));
 	if (fd < 0) {
 		wb_not_checked("no directory with writeback (the working directory and /tmp "
 			       "are tmpfs or not writable)");
@@ -170,7 +189,10 @@ static void test_write_behind(void)
 		wb_not_checked(why);
 		goto out;
 	}
+	/* Write-behind is for writes through the page cache. */
+	setenv("UBTRFS_DIRECT_WRITES", "0", 1);
 	CHECK_EQ_INT(ubt_bdev_open_file(path, 0, &bd), 0);
+	unsetenv("UBTRFS_DIRECT_WRITES");
 	if (!bd)
 		goto out;
 	for (size_t off = 0; off < (12u << 20); off += piece) {
@@ -206,41 +228,138 @@ out:
 #endif
 }
 
-int main(void)
+/* Write syscalls this process has made (/proc/self/io), or -1. */
+static long long syscw(void)
 {
-	const char *e = getenv("UBTRFS_TEST_SEED");
-	uint64_t seed = e ? strtoull(e, NULL, 0) : 0x62646576ULL;
-	char path[] = "/tmp/ubtrfs-test-bdev-XXXXXX";
-	int fd = mkstemp(path);
-	uint8_t *model = calloc(1, DEV_SIZE), *buf = malloc(DEV_SIZE);
-	struct ubt_bdev *bd = NULL;
+	FILE *f = fopen("/proc/self/io", "r");
+	char line[128];
+	long long v = -1;
 
-	printf("seed 0x%llx\n", (unsigned long long)seed);
-	rng = seed | 1;
-	CHECK(fd >= 0 && model && buf);
-	if (fd < 0 || !model || !buf)
-		return t_finish();
-	CHECK_EQ_INT(ftruncate(fd, (off_t)DEV_SIZE), 0);
-	CHECK_EQ_INT(ubt_bdev_open_file(path, 0, &bd), 0);
-	if (!bd) {
-		unlink(path);
-		return t_finish();
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "syscw: %lld", &v) == 1)
+			break;
+	fclose(f);
+	return v;
+}
+
+/*
+ * Two streams of 16 KiB writes taking turns, 4 MiB each, 8 MiB apart (the
+ * two copies of a commit's DUP metadata): each gathers in a run of its own.
+ * Through the page cache (direct writes off) they go out in a few 1 MiB
+ * pwrites, not 512; with direct writes (on where the host takes O_DIRECT)
+ * none of it stays in the host's page cache.  The file holds the bytes
+ * after the flush either way.
+ */
+static void test_two_streams(bool direct)
+{
+#ifdef __linux__
+	char path[64] = "";
+	int fd = -1;
+	struct ubt_bdev *bd = NULL;
+	struct t_cachestat cs;
+	const size_t piece = 16 << 10, half = 4 << 20, gap = 8 << 20;
+	const uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE);
+	uint8_t *buf = malloc(piece), *got = malloc(half);
+
+	CHECK(buf && got);
+	if (!buf || !got)
+		goto out;
+	fd = scratch_file(path, sizeof(path));
+	if (fd < 0) {
+		wb_not_checked("two streams: no directory with a page cache of its own (the "
+			       "working directory and /tmp are tmpfs or not writable)");
+		goto out;
 	}
-	uint64_t last_end = 0;
+	CHECK_EQ_INT(ftruncate(fd, (off_t)(gap + half)), 0);
+	if (direct) {
+		int dfd = open(path, O_RDWR | O_DIRECT);
+		if (dfd < 0) {
+			wb_not_checked("direct writes: the host refuses O_DIRECT here");
+			goto out;
+		}
+		close(dfd);
+		if (cachestat(fd, 0, 4096, &cs) != 0) {
+			wb_not_checked("direct writes: no cachestat(2) here");
+			goto out;
+		}
+	} else {
+		setenv("UBTRFS_DIRECT_WRITES", "0", 1);
+	}
+	CHECK_EQ_INT(ubt_bdev_open_file(path, 0, &bd), 0);
+	unsetenv("UBTRFS_DIRECT_WRITES");
+	if (!bd)
+		goto out;
+	fflush(stdout);
+	long long w0 = syscw();
+	for (size_t at = 0; at < half; at += piece) {
+		for (size_t copy = 0; copy < 2; copy++) {
+			memset(buf, (int)((at / piece) * 2 + copy + 1), piece);
+			CHECK_EQ_INT(ubt_bdev_write(bd, buf, piece, copy * gap + at), 0);
+		}
+	}
+	CHECK_EQ_INT(ubt_bdev_flush(bd), 0);
+	long long w1 = syscw();
+	if (direct) {
+		CHECK_EQ_INT(cachestat(fd, 0, gap + half, &cs), 0);
+		printf("two streams, direct: %llu pages of the 8 MiB written in the host's page "
+		       "cache\n", (unsigned long long)cs.nr_cache);
+		CHECK(cs.nr_cache <= ((uint64_t)2 * half) / page / 16);
+	} else if (w0 >= 0 && w1 >= 0) {
+		printf("two streams, page cache: %lld write calls for 512 writes of 16 KiB\n",
+		       w1 - w0);
+		CHECK(w1 - w0 <= 16);
+	} else {
+		wb_not_checked("two streams: no /proc/self/io here");
+	}
+	for (size_t copy = 0; copy < 2; copy++) {
+		CHECK(pread(fd, got, half, (off_t)(copy * gap)) == (ssize_t)half);
+		for (size_t at = 0; at < half; at += piece)
+			CHECK(got[at] == (uint8_t)((at / piece) * 2 + copy + 1) &&
+			      got[at + piece - 1] == got[at]);
+	}
+out:
+	ubt_bdev_close(bd);
+	if (fd >= 0) {
+		close(fd);
+		unlink(path);
+	}
+	free(buf);
+	free(got);
+#else
+	(void)direct;
+#endif
+}
+
+/*
+ * Random writes, reads and flushes on bd against the model.  Aligned:
+ * offsets and lengths in 4 KiB blocks (the writes a filesystem makes, which
+ * go out directly where the host allows), in two streams taking turns at
+ * random (the two copies of DUP metadata); otherwise any bytes.
+ */
+static void model_run(struct ubt_bdev *bd, int fd, uint8_t *model, uint8_t *buf, bool aligned)
+{
+	uint64_t last_end[2] = { 0, DEV_SIZE / 2 };
 	int writes = 0, reads = 0, flushes = 0, mapped = 0;
+	const uint64_t blk = aligned ? 4096 : 1;
+
 	for (int step = 0; step < 6000; step++) {
 		uint64_t r = below(100);
 		if (r < 55) {
-			/* A write: mostly continuing the last one. */
+			/* A write: mostly continuing the last one of its stream. */
+			int st = aligned ? (int)below(2) : 0;
 			size_t len = below(10) ? 1 + below(16384) : 1 + below(3 << 20);
 			uint64_t off;
 			uint64_t kind = below(10);
 			if (kind < 6)
-				off = last_end;
+				off = last_end[st];
 			else if (kind < 8)
-				off = last_end > 8192 ? last_end - below(8192) : 0;
+				off = last_end[st] > 8192 ? last_end[st] - below(8192) : 0;
 			else
 				off = below(DEV_SIZE);
+			off = off / blk * blk;
+			len = (len + blk - 1) / blk * blk;
 			if (off >= DEV_SIZE)
 				off = 0;
 			len = UBT_MIN(len, DEV_SIZE - off);
@@ -248,7 +367,7 @@ int main(void)
 				buf[i] = (uint8_t)t_xorshift64(&rng);
 			CHECK_EQ_INT(ubt_bdev_write(bd, buf, len, off), 0);
 			memcpy(model + off, buf, len);
-			last_end = off + len;
+			last_end[st] = off + len;
 			writes++;
 		} else if (r < 90) {
 			size_t len = 1 + below(below(4) ? 20000 : DEV_SIZE / 2);
@@ -271,11 +390,36 @@ int main(void)
 			}
 		}
 		if (t_failures) {
-			fprintf(stderr, "failed at step %d (seed 0x%llx)\n", step,
-				(unsigned long long)seed);
+			fprintf(stderr, "failed at step %d (%s)\n", step, aligned ? "aligned" : "any");
 			break;
 		}
 	}
+	printf("%s: %d writes, %d reads, %d flushes, %d mapped ranges checked\n",
+	       aligned ? "aligned, two streams" : "any bytes", writes, reads, flushes, mapped);
+}
+
+int main(void)
+{
+	const char *e = getenv("UBTRFS_TEST_SEED");
+	uint64_t seed = e ? strtoull(e, NULL, 0) : 0x62646576ULL;
+	char path[] = "/tmp/ubtrfs-test-bdev-XXXXXX";
+	int fd = mkstemp(path);
+	uint8_t *model = calloc(1, DEV_SIZE), *buf = malloc(DEV_SIZE);
+	struct ubt_bdev *bd = NULL;
+
+	printf("seed 0x%llx\n", (unsigned long long)seed);
+	rng = seed | 1;
+	CHECK(fd >= 0 && model && buf);
+	if (fd < 0 || !model || !buf)
+		return t_finish();
+	CHECK_EQ_INT(ftruncate(fd, (off_t)DEV_SIZE), 0);
+	CHECK_EQ_INT(ubt_bdev_open_file(path, 0, &bd), 0);
+	if (!bd) {
+		unlink(path);
+		return t_finish();
+	}
+	model_run(bd, fd, model, buf, false);
+	model_run(bd, fd, model, buf, true);
 	/* Everything reaches the file at a flush, and at close. */
 	CHECK_EQ_INT(ubt_bdev_flush(bd), 0);
 	CHECK(file_equals(fd, model, DEV_SIZE));
@@ -284,12 +428,12 @@ int main(void)
 	model[4096] = buf[0];
 	ubt_bdev_close(bd);
 	CHECK(file_equals(fd, model, DEV_SIZE));
-	printf("%d writes, %d reads, %d flushes, %d mapped ranges checked\n", writes, reads, flushes,
-	       mapped);
 	memset(model, 0, DEV_SIZE);
 	CHECK(pwrite(fd, model, DEV_SIZE, 0) == (ssize_t)DEV_SIZE);
 	test_failed_writeout(path, fd);
 	test_write_behind();
+	test_two_streams(false);
+	test_two_streams(true);
 	close(fd);
 	unlink(path);
 	free(model);

@@ -18,6 +18,10 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#ifdef __linux__
+#include <linux/aio_abi.h>
+#include <sys/syscall.h>
+#endif
 
 static bool range_ok(const struct ubt_bdev *bd, size_t len, uint64_t off)
 {
@@ -127,67 +131,128 @@ void ubt_bdev_close(struct ubt_bdev *bd)
 /* ---- file ------------------------------------------------------------- */
 
 /*
- * Writes to a file device are gathered: a write that continues the
- * pending run (or lands inside it) is copied there, anything else first
- * writes the run out with one pwrite.  The host filesystem charges per
- * call and per page touched (measured on ext4: a 4 KiB pwrite 2.45 us,
- * 0.96 us per 4 KiB in 64 KiB calls), and the writes of a transaction come
- * in runs: new data extents one after another as they are allocated, the
- * dirty tree blocks of a commit sorted by address.
+ * Writes to a file device are gathered in runs: a write that continues a
+ * pending run (or lands inside it) is copied there; any other write first
+ * writes out the run it replaces.  The host filesystem charges per call
+ * and per page touched (measured on ext4: a 4 KiB pwrite 2.45 us, 0.96 us
+ * per 4 KiB in 64 KiB calls), and the writes of a transaction come in
+ * runs: new data extents one after another as they are allocated, the
+ * dirty tree blocks of a commit sorted by address.  There are RUNS runs,
+ * so that the two copies of a DUP block - one in each of two regions of
+ * the device, written one after the other - each continue their own
+ * (with one run, a commit of DUP metadata made two 16 KiB pwrites per
+ * block).  Runs never overlap: a write joining one run first writes out
+ * any other run it reaches into.
  *
- * Nothing reads around the run: a read that touches it takes those bytes
- * from it, and the mapping is not used for a range it touches
- * (ubt_bdev_map_current, for ubt_volume_map).  A flush writes the run
- * before the fsync - so the superblock of a commit never reaches the disk
- * before the blocks it points to, as before.  A write-out that fails
- * keeps the run (reads still get its bytes; the next write-out tries
- * again) and the error: every later write and flush returns it, so the
- * commit that would rely on those bytes fails.
+ * Direct writes (Linux, where the host takes O_DIRECT on the file): a run
+ * whose offset and length are multiples of DIO_ALIGN is written out with
+ * O_DIRECT through Linux AIO, without waiting; its buffer goes with it
+ * ("in flight", at most SLOTS at a time) and comes back for a later run
+ * when the write completes.  So the data does not pass through the
+ * host's page cache: no page to allocate, fill and write back per 4 KiB
+ * (on a guest with free page reporting every fresh page costs ~3 us:
+ * docs/PERFORMANCE.md), and the disk writes while the engine goes on.
+ * Two writes in flight never overlap (one to an overlapping range waits
+ * for the first to complete), and a write that fails or comes back short
+ * is made again through the page cache before anything else happens.
+ * UBTRFS_DIRECT_WRITES=0 in the environment turns direct writes off.
+ *
+ * Nothing reads around the runs and the writes in flight: a read that
+ * touches them takes their bytes (newest last), and the mapping is not
+ * used for a range they touch (ubt_bdev_map_current, for
+ * ubt_volume_map).  A flush writes out every run and waits for every
+ * write in flight before the fsync - so the superblock of a commit never
+ * reaches the disk before the blocks it points to, as before.  A
+ * write-out that fails keeps its bytes (reads still get them; every
+ * later write-out tries again, oldest first) and the error: every later
+ * write and flush returns it, so the commit that would rely on those
+ * bytes fails.
  */
 #define PEND_MAX	((size_t)1 << 20)
+#define RUNS		2
+#define SLOTS		4
+#define DIO_ALIGN	((uint64_t)4096)
 
 /*
  * Write-behind: the host is asked to start writing back (not to wait for)
  * each contiguous stretch of WB_CHUNK bytes as soon as it has been
- * written, so that the disk works while we go on and a later fsync waits
- * only for the tail.  Nothing changes in what is durable when: the
- * superblock still follows the fsync of everything before it.  A
- * stretch broken off shorter is left to the fsync.  Linux only
- * (sync_file_range); elsewhere the fsync writes everything, as before.
+ * written through its page cache, so that the disk works while we go on
+ * and a later fsync waits only for the tail.  Nothing changes in what is
+ * durable when: the superblock still follows the fsync of everything
+ * before it.  A stretch broken off shorter is left to the fsync.  Linux
+ * only (sync_file_range); elsewhere the fsync writes everything, as
+ * before.  Direct writes need none of it.
  */
 #define WB_CHUNK	((uint64_t)4 << 20)
 
-struct file_priv {
-	int fd;
-	pthread_mutex_t lock;		/* the pending run */
-	uint8_t *pend;			/* PEND_MAX bytes, once the first run starts */
+#if defined(__linux__) && defined(O_DIRECT) && defined(SYS_io_setup)
+#define HAVE_DIRECT 1
+#endif
+
+struct wb {
+	uint64_t off, len;		/* written, not yet handed to write-behind */
+};
+
+struct run {
+	uint8_t *buf;			/* PEND_MAX bytes (DIO_ALIGN-aligned), once used */
 	/* Changed under the lock; read without it to see whether a read
 	 * touches the run at all (a read racing a write of the same bytes
 	 * gets either, as with pwrite). */
-	_Atomic uint64_t pend_off;
-	_Atomic size_t pend_len;	/* 0: nothing pending */
-	int pend_err;			/* a failed write-out (sticky) */
-	uint64_t wb_off, wb_len;	/* written, not yet handed to write-behind */
+	_Atomic uint64_t off;
+	_Atomic size_t len;		/* 0: nothing pending */
+	uint64_t used;			/* when last written to (the replaced run is the oldest) */
+	struct wb wb;
 };
 
-/* [off, off + len) was just written to the file (locked). */
-static void wb_note(struct file_priv *fp, uint64_t off, size_t len)
+/* A run written out directly: in flight until its completion is reaped;
+ * failed (its write-out must be made again) when that write failed. */
+struct slot {
+	uint8_t *buf;			/* a run's buffer, or NULL */
+	_Atomic uint64_t off;
+	_Atomic size_t len;		/* 0: free (readers' view, as for runs) */
+	uint64_t seq;			/* submission order */
+	bool failed;
+#ifdef HAVE_DIRECT
+	struct iocb cb;
+#endif
+};
+
+struct file_priv {
+	int fd;
+	int dfd;			/* O_DIRECT descriptor of the same file, or -1 */
+	pthread_mutex_t lock;		/* the runs and slots */
+	struct run run[RUNS];
+	struct slot slot[SLOTS];
+	unsigned busy;			/* slots in flight (not failed) */
+	uint64_t clock, seq;
+	bool no_direct;			/* a direct write failed: page cache only */
+	int pend_err;			/* a failed write-out (sticky) */
+	struct wb wb_big;		/* large writes, made at once */
+#ifdef HAVE_DIRECT
+	aio_context_t aio;		/* made at the first direct write, 0 before */
+	pid_t aio_pid;			/* by this process (a fork does not inherit it) */
+#endif
+};
+
+/* [off, off + len) was just written to the file through the page cache
+ * (locked); w is the stretch that write may continue. */
+static void wb_note(struct file_priv *fp, struct wb *w, uint64_t off, size_t len)
 {
 #if defined(__linux__) && defined(SYNC_FILE_RANGE_WRITE)
-	if (!fp->wb_len || off != fp->wb_off + fp->wb_len) {
-		fp->wb_off = off;
-		fp->wb_len = 0;
+	if (!w->len || off != w->off + w->len) {
+		w->off = off;
+		w->len = 0;
 	}
-	fp->wb_len += len;
-	if (fp->wb_len >= WB_CHUNK) {
+	w->len += len;
+	if (w->len >= WB_CHUNK) {
 		/* Advisory: an error here also shows at the fsync, which
 		 * is where it counts. */
-		(void)sync_file_range(fp->fd, (off_t)fp->wb_off, (off_t)fp->wb_len,
-				      SYNC_FILE_RANGE_WRITE);
-		fp->wb_len = 0;
+		(void)sync_file_range(fp->fd, (off_t)w->off, (off_t)w->len, SYNC_FILE_RANGE_WRITE);
+		w->len = 0;
 	}
 #else
 	(void)fp;
+	(void)w;
 	(void)off;
 	(void)len;
 #endif
@@ -209,35 +274,307 @@ static int pwrite_all(int fd, const uint8_t *p, size_t len, uint64_t off)
 	return 0;
 }
 
-/* Write out the pending run (kept when that fails: logged, since the
- * error reaches a later, unrelated call).  Locked. */
-static int pend_out(struct ubt_bdev *bd, struct file_priv *fp)
+static bool overlaps(uint64_t a, size_t alen, uint64_t b, size_t blen)
 {
-	size_t len = atomic_load(&fp->pend_len);
+	return alen && blen && a < b + blen && b < a + alen;
+}
 
-	if (!len)
-		return 0;
-	uint64_t off = atomic_load(&fp->pend_off);
-	int ret = pwrite_all(fp->fd, fp->pend, len, off);
+static bool run_touches(struct run *r, uint64_t off, size_t len)
+{
+	size_t rl = atomic_load(&r->len);
+
+	return overlaps(atomic_load(&r->off), rl, off, len);
+}
+
+static bool slot_touches(struct slot *s, uint64_t off, size_t len)
+{
+	size_t sl = atomic_load(&s->len);
+
+	return overlaps(atomic_load(&s->off), sl, off, len);
+}
+
+/* Does [off, off + len) touch a run or a write in flight?  Runs first: a
+ * run going out becomes a slot before it stops being a run. */
+static bool pend_touches(struct file_priv *fp, uint64_t off, size_t len)
+{
+	for (int i = 0; i < RUNS; i++)
+		if (run_touches(&fp->run[i], off, len))
+			return true;
+	for (int i = 0; i < SLOTS; i++)
+		if (slot_touches(&fp->slot[i], off, len))
+			return true;
+	return false;
+}
+
+static uint8_t *run_buffer(void)
+{
+	return aligned_alloc((size_t)DIO_ALIGN, PEND_MAX);
+}
+
+/* Write gathered bytes to the file through the page cache; a failure is
+ * logged (the error may reach a later, unrelated call) and kept. */
+static int gathered_out(struct ubt_bdev *bd, struct file_priv *fp, const uint8_t *buf,
+			size_t len, uint64_t off)
+{
+	int ret = pwrite_all(fp->fd, buf, len, off);
+
 	if (ret) {
 		ubt_log(UBT_LOG_ERROR, "%s: writing %zu gathered bytes at offset %llu failed: %s",
 			bd->name, len, (unsigned long long)off, ubt_strerror(ret));
 		if (!fp->pend_err)
 			fp->pend_err = ret;
-		return ret;
 	}
-	wb_note(fp, off, len);
-	atomic_store(&fp->pend_len, 0);
+	return ret;
+}
+
+/* Write a failed slot's bytes again, through the page cache (locked). */
+static int slot_retry(struct ubt_bdev *bd, struct file_priv *fp, struct slot *s)
+{
+	size_t len = atomic_load(&s->len);
+	int ret = gathered_out(bd, fp, s->buf, len, atomic_load(&s->off));
+
+	if (ret)
+		return ret;
+	s->failed = false;
+	atomic_store(&s->len, 0);
 	return 0;
 }
 
-/* Does [off, off + len) touch the pending run? */
-static bool pend_touches(struct file_priv *fp, uint64_t off, size_t len)
+#ifdef HAVE_DIRECT
+/* A direct write came back with res (bytes or -errno); locked.  One that
+ * failed or fell short is made again through the page cache at once (the
+ * host may refuse O_DIRECT only for some ranges or some writes); from then
+ * on this device writes through the page cache only. */
+static void slot_done(struct ubt_bdev *bd, struct file_priv *fp, struct slot *s, int64_t res)
 {
-	size_t plen = atomic_load(&fp->pend_len);
-	uint64_t poff = atomic_load(&fp->pend_off);
+	size_t len = atomic_load(&s->len);
 
-	return plen && off < poff + plen && poff < off + len;
+	fp->busy--;
+	if (res == (int64_t)len) {
+		atomic_store(&s->len, 0);
+		return;
+	}
+	ubt_log(UBT_LOG_WARNING, "%s: direct write of %zu bytes at offset %llu %s%s; writing "
+		"through the page cache from now on", bd->name, len,
+		(unsigned long long)atomic_load(&s->off), res < 0 ? "failed: " : "came back short",
+		res < 0 ? ubt_strerror((int)res) : "");
+	fp->no_direct = true;
+	s->failed = true;
+	(void)slot_retry(bd, fp, s);
+}
+
+/* The writes in flight can no longer be reaped (a fork: the context stayed
+ * with the parent; or io_getevents failing): they are made again through
+ * the page cache - the same bytes - and direct writes stop. */
+static void abandon_inflight(struct ubt_bdev *bd, struct file_priv *fp)
+{
+	for (int i = 0; i < SLOTS; i++) {
+		struct slot *s = &fp->slot[i];
+		if (atomic_load(&s->len) && !s->failed) {
+			s->failed = true;
+			(void)slot_retry(bd, fp, s);
+		}
+	}
+	fp->busy = 0;
+	fp->no_direct = true;
+}
+
+/* Reap completed direct writes: at least min of them (waiting). */
+static void reap(struct ubt_bdev *bd, struct file_priv *fp, long min)
+{
+	struct io_event ev[SLOTS];
+
+	if (fp->busy && fp->aio_pid != getpid()) {
+		abandon_inflight(bd, fp);
+		fp->aio = 0;
+		return;
+	}
+	while (fp->busy) {
+		long n = syscall(SYS_io_getevents, fp->aio, min, (long)SLOTS, ev, NULL);
+		if (n < 0) {
+			if (errno == EINTR)
+				continue;
+			ubt_log(UBT_LOG_ERROR, "%s: io_getevents: %s; writing through the page "
+				"cache from now on", bd->name, strerror(errno));
+			abandon_inflight(bd, fp);
+			return;
+		}
+		for (long i = 0; i < n; i++)
+			slot_done(bd, fp, (struct slot *)(uintptr_t)ev[i].data, (int64_t)ev[i].res);
+		if (n >= min)
+			return;
+		min -= n;
+	}
+}
+#endif
+
+/* Wait until no write in flight touches [off, off + len) (locked). */
+static void wait_overlap(struct ubt_bdev *bd, struct file_priv *fp, uint64_t off, size_t len)
+{
+#ifdef HAVE_DIRECT
+	for (;;) {
+		bool any = false;
+		for (int i = 0; i < SLOTS && !any; i++)
+			any = !fp->slot[i].failed && slot_touches(&fp->slot[i], off, len);
+		if (!any)
+			return;
+		reap(bd, fp, 1);
+	}
+#else
+	(void)bd;
+	(void)fp;
+	(void)off;
+	(void)len;
+#endif
+}
+
+/* Write the failed slots again, oldest first (locked). */
+static int retry_failed(struct ubt_bdev *bd, struct file_priv *fp)
+{
+	for (;;) {
+		struct slot *old = NULL;
+		for (int i = 0; i < SLOTS; i++)
+			if (fp->slot[i].failed && (!old || fp->slot[i].seq < old->seq))
+				old = &fp->slot[i];
+		if (!old)
+			return 0;
+		int ret = slot_retry(bd, fp, old);
+		if (ret)
+			return ret;
+	}
+}
+
+#ifdef HAVE_DIRECT
+/* Hand run r to a direct write; false if it must go through the page
+ * cache instead (locked). */
+static bool run_direct(struct ubt_bdev *bd, struct file_priv *fp, struct run *r)
+{
+	size_t len = atomic_load(&r->len);
+	uint64_t off = atomic_load(&r->off);
+	struct slot *s = NULL;
+
+	if (fp->dfd < 0 || fp->no_direct || off % DIO_ALIGN || len % DIO_ALIGN)
+		return false;
+	if (fp->busy)
+		reap(bd, fp, 0);
+	if (!fp->aio || fp->aio_pid != getpid()) {
+		aio_context_t ctx = 0;
+		if (fp->no_direct || syscall(SYS_io_setup, (long)SLOTS, &ctx) < 0) {
+			fp->no_direct = true;
+			return false;
+		}
+		fp->aio = ctx;
+		fp->aio_pid = getpid();
+	}
+	for (;;) {
+		struct slot *old = NULL;
+		for (int i = 0; i < SLOTS && !s; i++) {
+			struct slot *c = &fp->slot[i];
+			if (c->failed)
+				continue;
+			if (!atomic_load(&c->len))
+				s = c;
+			else if (!old || c->seq < old->seq)
+				old = c;
+		}
+		if (s || !old)
+			break;
+		reap(bd, fp, 1);	/* every slot in flight: wait for one */
+	}
+	if (!s || fp->no_direct)
+		return false;
+	/* The slot takes the run's buffer, the run the slot's (or none). */
+	uint8_t *spare = s->buf;
+	s->buf = r->buf;
+	memset(&s->cb, 0, sizeof(s->cb));
+	s->cb.aio_data = (uint64_t)(uintptr_t)s;
+	s->cb.aio_lio_opcode = IOCB_CMD_PWRITE;
+	s->cb.aio_fildes = (uint32_t)fp->dfd;
+	s->cb.aio_buf = (uint64_t)(uintptr_t)s->buf;
+	s->cb.aio_nbytes = len;
+	s->cb.aio_offset = (int64_t)off;
+	struct iocb *cbp = &s->cb;
+	atomic_store(&s->off, off);
+	atomic_store(&s->len, len);
+	long n;
+	do
+		n = syscall(SYS_io_submit, fp->aio, 1L, &cbp);
+	while (n < 0 && errno == EINTR);
+	if (n != 1) {
+		atomic_store(&s->len, 0);
+		r->buf = s->buf;
+		s->buf = spare;
+		return false;
+	}
+	s->seq = ++fp->seq;
+	fp->busy++;
+	r->buf = spare;
+	r->wb.len = 0;
+	return true;
+}
+#endif
+
+/* Write out run r (kept when that fails: logged, since the error reaches
+ * a later, unrelated call).  Locked. */
+static int run_out(struct ubt_bdev *bd, struct file_priv *fp, struct run *r)
+{
+	size_t len = atomic_load(&r->len);
+
+	if (!len)
+		return 0;
+	int ret = retry_failed(bd, fp);
+	if (ret)
+		return ret;
+	uint64_t off = atomic_load(&r->off);
+	wait_overlap(bd, fp, off, len);
+#ifdef HAVE_DIRECT
+	if (run_direct(bd, fp, r)) {
+		atomic_store(&r->len, 0);
+		return 0;
+	}
+	/* Reaping on the way may have turned older writes into ones to
+	 * make again: they go first. */
+	ret = retry_failed(bd, fp);
+	if (ret)
+		return ret;
+#endif
+	ret = gathered_out(bd, fp, r->buf, len, off);
+	if (ret)
+		return ret;
+	wb_note(fp, &r->wb, off, len);
+	atomic_store(&r->len, 0);
+	return 0;
+}
+
+/* Write out every run except keep that touches [off, off + len). */
+static int runs_out_touching(struct ubt_bdev *bd, struct file_priv *fp, const struct run *keep,
+			     uint64_t off, size_t len)
+{
+	for (int i = 0; i < RUNS; i++) {
+		struct run *r = &fp->run[i];
+		if (r != keep && run_touches(r, off, len)) {
+			int ret = run_out(bd, fp, r);
+			if (ret)
+				return ret;
+		}
+	}
+	return 0;
+}
+
+/* Every run written out and every direct write completed (locked). */
+static int all_out(struct ubt_bdev *bd, struct file_priv *fp)
+{
+	int ret = retry_failed(bd, fp);
+
+	for (int i = 0; i < RUNS && !ret; i++)
+		ret = run_out(bd, fp, &fp->run[i]);
+#ifdef HAVE_DIRECT
+	if (fp->busy)
+		reap(bd, fp, (long)fp->busy);
+#endif
+	if (!ret)
+		ret = retry_failed(bd, fp);
+	return ret;
 }
 
 static int pread_all(int fd, uint8_t *p, size_t len, uint64_t off)
@@ -258,6 +595,17 @@ static int pread_all(int fd, uint8_t *p, size_t len, uint64_t off)
 	return 0;
 }
 
+/* Copy the bytes of [boff, boff + blen) held in src into buf, which holds
+ * [off, off + len). */
+static void overlay(uint8_t *buf, uint64_t off, size_t len, const uint8_t *src, uint64_t boff,
+		    size_t blen)
+{
+	uint64_t a = UBT_MAX(off, boff), b = UBT_MIN(off + len, boff + blen);
+
+	if (a < b)
+		memcpy(buf + (a - off), src + (a - boff), (size_t)(b - a));
+}
+
 static int file_read(struct ubt_bdev *bd, void *buf, size_t len, uint64_t off)
 {
 	struct file_priv *fp = bd->priv;
@@ -265,63 +613,115 @@ static int file_read(struct ubt_bdev *bd, void *buf, size_t len, uint64_t off)
 	if (!pend_touches(fp, off, len))
 		return pread_all(fp->fd, buf, len, off);
 	pthread_mutex_lock(&fp->lock);
-	if (!pend_touches(fp, off, len)) {
-		pthread_mutex_unlock(&fp->lock);
-		return pread_all(fp->fd, buf, len, off);
+	/* The file's bytes, then over them the writes in flight (and
+	 * failed) from oldest to newest, then the runs (newer still, and
+	 * not overlapping each other). */
+	int ret = pread_all(fp->fd, buf, len, off);
+	uint64_t after = 0;
+	for (;;) {
+		struct slot *next = NULL;
+		for (int i = 0; i < SLOTS; i++) {
+			struct slot *s = &fp->slot[i];
+			if (atomic_load(&s->len) && s->seq > after && (!next || s->seq < next->seq))
+				next = s;
+		}
+		if (!next)
+			break;
+		overlay(buf, off, len, next->buf, atomic_load(&next->off), atomic_load(&next->len));
+		after = next->seq;
 	}
-	/* [a, b) from the run; the file's bytes around it.  (Not the file's
-	 * bytes under it: where the run fills a hole, a read there would
-	 * only make the host read ahead zeros.) */
-	uint8_t *p = buf;
-	uint64_t poff = atomic_load(&fp->pend_off);
-	uint64_t a = UBT_MAX(off, poff);
-	uint64_t b = UBT_MIN(off + len, poff + atomic_load(&fp->pend_len));
-	int ret = a > off ? pread_all(fp->fd, p, (size_t)(a - off), off) : 0;
-	if (!ret && off + len > b)
-		ret = pread_all(fp->fd, p + (b - off), (size_t)(off + len - b), b);
-	if (!ret)
-		memcpy(p + (a - off), fp->pend + (a - poff), (size_t)(b - a));
+	for (int i = 0; i < RUNS; i++)
+		overlay(buf, off, len, fp->run[i].buf, atomic_load(&fp->run[i].off),
+			atomic_load(&fp->run[i].len));
 	pthread_mutex_unlock(&fp->lock);
 	return ret;
+}
+
+/* The run a write of [off, off + len) continues or lands inside, if any. */
+static struct run *run_joined(struct file_priv *fp, uint64_t off, size_t len)
+{
+	for (int i = 0; i < RUNS; i++) {
+		struct run *r = &fp->run[i];
+		size_t rl = atomic_load(&r->len);
+		uint64_t ro = atomic_load(&r->off);
+		if (rl && off >= ro && off - ro <= rl && off - ro + len <= PEND_MAX)
+			return r;
+	}
+	return NULL;
+}
+
+/* The run a write that joins none replaces: an empty one, else the one it
+ * follows (full), else the one least recently written to. */
+static struct run *run_victim(struct file_priv *fp, uint64_t off)
+{
+	struct run *v = NULL;
+
+	for (int i = 0; i < RUNS; i++) {
+		struct run *r = &fp->run[i];
+		size_t rl = atomic_load(&r->len);
+		if (!rl)
+			return r;
+		if (atomic_load(&r->off) + rl == off)
+			return r;
+		if (!v || r->used < v->used)
+			v = r;
+	}
+	return v;
 }
 
 static int file_write(struct ubt_bdev *bd, const void *buf, size_t len, uint64_t off)
 {
 	struct file_priv *fp = bd->priv;
+	struct run *r;
 	int ret = 0;
 
 	pthread_mutex_lock(&fp->lock);
-	size_t plen = atomic_load(&fp->pend_len);
-	uint64_t poff = atomic_load(&fp->pend_off);
 	if (fp->pend_err) {
 		ret = fp->pend_err;
 		goto out;
 	}
-	if (plen && off >= poff && off - poff <= plen && off - poff + len <= PEND_MAX) {
-		/* Continues the run, or rewrites (and maybe extends) part of it. */
-		size_t at = (size_t)(off - poff);
-		memcpy(fp->pend + at, buf, len);
-		if (at + len > plen)
-			atomic_store(&fp->pend_len, at + len);
+	if (len <= PEND_MAX && (r = run_joined(fp, off, len)) != NULL) {
+		/* Continues the run, or rewrites (and maybe extends) part of
+		 * it: another run it reaches into goes out first. */
+		ret = runs_out_touching(bd, fp, r, off, len);
+		if (ret)
+			goto out;
+		size_t at = (size_t)(off - atomic_load(&r->off));
+		memcpy(r->buf + at, buf, len);
+		if (at + len > atomic_load(&r->len))
+			atomic_store(&r->len, at + len);
+		r->used = ++fp->clock;
 		goto out;
 	}
-	ret = pend_out(bd, fp);
+	r = len <= PEND_MAX ? run_victim(fp, off) : NULL;
+	if (r) {
+		ret = run_out(bd, fp, r);
+		if (!ret)
+			ret = runs_out_touching(bd, fp, r, off, len);
+		if (ret)
+			goto out;
+		if (!r->buf)
+			r->buf = run_buffer();
+		if (r->buf) {
+			memcpy(r->buf, buf, len);
+			atomic_store(&r->off, off);
+			atomic_store(&r->len, len);
+			r->used = ++fp->clock;
+			goto out;
+		}
+	}
+	/* Too large for a run (or no memory for one): at once, after
+	 * whatever it overlaps. */
+	ret = runs_out_touching(bd, fp, NULL, off, len);
 	if (ret)
 		goto out;
-	if (len < PEND_MAX && !fp->pend)
-		fp->pend = malloc(PEND_MAX);
-	if (len < PEND_MAX && fp->pend) {
-		memcpy(fp->pend, buf, len);
-		atomic_store(&fp->pend_off, off);
-		atomic_store(&fp->pend_len, len);
-		goto out;
-	}
+	wait_overlap(bd, fp, off, len);
 	ret = pwrite_all(fp->fd, buf, len, off);
 	if (ret)
 		ubt_log(UBT_LOG_ERROR, "%s: writing %zu bytes at offset %llu failed: %s", bd->name,
 			len, (unsigned long long)off, ubt_strerror(ret));
 	else
-		wb_note(fp, off, len);
+		wb_note(fp, &fp->wb_big, off, len);
 out:
 	pthread_mutex_unlock(&fp->lock);
 	return ret;
@@ -332,7 +732,9 @@ out:
  * image's own times need not be durable, and an overwrite of blocks the
  * file already has (a commit's superblocks) then costs the host no journal
  * commit.  macOS's fsync leaves the drive's cache unflushed; F_FULLFSYNC
- * flushes it (fsync where the filesystem does not support it).
+ * flushes it (fsync where the filesystem does not support it).  The data
+ * of completed direct writes is covered: they reached the device, and
+ * the fsync flushes its cache and the file's block allocations.
  */
 static int sync_fd(int fd)
 {
@@ -352,7 +754,7 @@ static int file_flush(struct ubt_bdev *bd)
 	struct file_priv *fp = bd->priv;
 
 	pthread_mutex_lock(&fp->lock);
-	int ret = pend_out(bd, fp);
+	int ret = all_out(bd, fp);
 	if (!ret)
 		ret = fp->pend_err;
 	pthread_mutex_unlock(&fp->lock);
@@ -399,13 +801,22 @@ static void file_destroy(struct ubt_bdev *bd)
 	struct file_priv *fp = bd->priv;
 
 	pthread_mutex_lock(&fp->lock);
-	(void)pend_out(bd, fp);		/* a failure is logged there */
+	(void)all_out(bd, fp);		/* a failure is logged there */
 	pthread_mutex_unlock(&fp->lock);
 	if (bd->map)
 		munmap((void *)(uintptr_t)bd->map, (size_t)bd->size);
+#ifdef HAVE_DIRECT
+	if (fp->aio && fp->aio_pid == getpid())
+		(void)syscall(SYS_io_destroy, fp->aio);
+#endif
+	if (fp->dfd >= 0)
+		close(fp->dfd);
 	close(fp->fd);
 	pthread_mutex_destroy(&fp->lock);
-	free(fp->pend);
+	for (int i = 0; i < RUNS; i++)
+		free(fp->run[i].buf);
+	for (int i = 0; i < SLOTS; i++)
+		free(fp->slot[i].buf);
 	free(fp);
 }
 
@@ -440,6 +851,36 @@ static int lock_device(int fd, const char *path, bool shared, bool blockdev)
 			return -EBUSY;
 		usleep(50000);
 	}
+}
+
+/*
+ * The O_DIRECT descriptor for direct writes ("Direct writes" above; the
+ * AIO context comes with the first of them, in the process that makes
+ * it), where the host offers them: a second open of the
+ * same file (checked: same device and inode), without O_EXCL, which a
+ * block device held exclusively by our first descriptor would refuse.
+ */
+static void open_direct(const char *path, const struct stat *st, struct file_priv *fp)
+{
+#ifdef HAVE_DIRECT
+	const char *e = getenv("UBTRFS_DIRECT_WRITES");
+	struct stat dst;
+
+	if (e && !strcmp(e, "0"))
+		return;
+	int dfd = open(path, O_RDWR | O_DIRECT | O_CLOEXEC);
+	if (dfd < 0)
+		return;
+	if (fstat(dfd, &dst) < 0 || dst.st_dev != st->st_dev || dst.st_ino != st->st_ino) {
+		close(dfd);
+		return;
+	}
+	fp->dfd = dfd;
+#else
+	(void)path;
+	(void)st;
+	(void)fp;
+#endif
 }
 
 int ubt_bdev_open_file(const char *path, unsigned flags, struct ubt_bdev **out)
@@ -487,6 +928,9 @@ int ubt_bdev_open_file(const char *path, unsigned flags, struct ubt_bdev **out)
 		goto fail;
 	}
 	fp->fd = fd;
+	fp->dfd = -1;
+	if (!ro)
+		open_direct(path, &st, fp);
 	pthread_mutex_init(&fp->lock, NULL);
 	bd->ops = &file_ops;
 	bd->size = (uint64_t)end;
