@@ -152,10 +152,17 @@ void ubt_bdev_close(struct ubt_bdev *bd)
  * host's page cache: no page to allocate, fill and write back per 4 KiB
  * (on a guest with free page reporting every fresh page costs ~3 us:
  * docs/PERFORMANCE.md), and the disk writes while the engine goes on.
- * Two writes in flight never overlap (one to an overlapping range waits
- * for the first to complete), and a write that fails or comes back short
- * is made again through the page cache before anything else happens.
- * UBTRFS_DIRECT_WRITES=0 in the environment turns direct writes off.
+ * Older bytes land first: two writes in flight never overlap (one to an
+ * overlapping range waits for the first to complete), and every write
+ * through the page cache (unaligned runs, writes too large for a run,
+ * redone failures) waits for every write in flight - the host's pages and
+ * folios may be larger than our blocks, and a page dirtied beside a
+ * direct write could keep its range from being dropped from the cache
+ * after it.  A write that fails or comes back short is made again through
+ * the page cache before any other write-out, and the device writes
+ * through the page cache from then on.  A fork waits for the writes in
+ * flight (fork_prepare).  UBTRFS_DIRECT_WRITES=0 in the environment turns
+ * direct writes off.
  *
  * Nothing reads around the runs and the writes in flight: a read that
  * touches them takes their bytes (newest last), and the mapping is not
@@ -224,6 +231,7 @@ struct file_priv {
 	struct run run[RUNS];
 	struct slot slot[SLOTS];
 	unsigned busy;			/* slots in flight (not failed) */
+	uint64_t ndirect;		/* direct writes submitted (ubt_bdev_direct_writes) */
 	uint64_t clock, seq;
 	bool no_direct;			/* a direct write failed: page cache only */
 	int pend_err;			/* a failed write-out (sticky) */
@@ -231,8 +239,46 @@ struct file_priv {
 #ifdef HAVE_DIRECT
 	aio_context_t aio;		/* made at the first direct write, 0 before */
 	pid_t aio_pid;			/* by this process (a fork does not inherit it) */
+	struct ubt_bdev *bd;		/* for fork_prepare */
+	struct file_priv *dnext;	/* in direct_devs */
 #endif
 };
+
+#ifdef HAVE_DIRECT
+/*
+ * Devices that may write directly, so that a fork (the daemon detaching
+ * after the filesystem was opened) waits for their writes in flight: the
+ * child cannot reap them, and one landing late could cover newer bytes.
+ * fork_prepare holds every device's lock across the fork.
+ */
+static pthread_mutex_t direct_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct file_priv *direct_devs;
+static pthread_once_t direct_once = PTHREAD_ONCE_INIT;
+
+static void reap(struct ubt_bdev *bd, struct file_priv *fp, long min);
+
+static void fork_prepare(void)
+{
+	pthread_mutex_lock(&direct_mu);
+	for (struct file_priv *fp = direct_devs; fp; fp = fp->dnext) {
+		pthread_mutex_lock(&fp->lock);
+		if (fp->busy)
+			reap(fp->bd, fp, (long)fp->busy);
+	}
+}
+
+static void fork_done(void)
+{
+	for (struct file_priv *fp = direct_devs; fp; fp = fp->dnext)
+		pthread_mutex_unlock(&fp->lock);
+	pthread_mutex_unlock(&direct_mu);
+}
+
+static void direct_atfork(void)
+{
+	(void)pthread_atfork(fork_prepare, fork_done, fork_done);
+}
+#endif
 
 /* [off, off + len) was just written to the file through the page cache
  * (locked); w is the stretch that write may continue. */
@@ -327,7 +373,8 @@ static int gathered_out(struct ubt_bdev *bd, struct file_priv *fp, const uint8_t
 	return ret;
 }
 
-/* Write a failed slot's bytes again, through the page cache (locked). */
+/* Write a failed slot's bytes again, through the page cache (locked; no
+ * direct write is in flight: see retry_failed). */
 static int slot_retry(struct ubt_bdev *bd, struct file_priv *fp, struct slot *s)
 {
 	size_t len = atomic_load(&s->len);
@@ -342,9 +389,9 @@ static int slot_retry(struct ubt_bdev *bd, struct file_priv *fp, struct slot *s)
 
 #ifdef HAVE_DIRECT
 /* A direct write came back with res (bytes or -errno); locked.  One that
- * failed or fell short is made again through the page cache at once (the
- * host may refuse O_DIRECT only for some ranges or some writes); from then
- * on this device writes through the page cache only. */
+ * failed or fell short is to be made again through the page cache
+ * (retry_failed, before any other write-out); from then on this device
+ * writes through the page cache only. */
 static void slot_done(struct ubt_bdev *bd, struct file_priv *fp, struct slot *s, int64_t res)
 {
 	size_t len = atomic_load(&s->len);
@@ -360,23 +407,24 @@ static void slot_done(struct ubt_bdev *bd, struct file_priv *fp, struct slot *s,
 		res < 0 ? ubt_strerror((int)res) : "");
 	fp->no_direct = true;
 	s->failed = true;
-	(void)slot_retry(bd, fp, s);
 }
 
-/* The writes in flight can no longer be reaped (a fork: the context stayed
- * with the parent; or io_getevents failing): they are made again through
- * the page cache - the same bytes - and direct writes stop. */
+/* Every write in flight is to be made again: the context is gone (a fork
+ * that did not go through fork_prepare) or io_getevents fails.  In this
+ * process's own context io_destroy first waits for them all, so none
+ * lands after what follows. */
 static void abandon_inflight(struct ubt_bdev *bd, struct file_priv *fp)
 {
-	for (int i = 0; i < SLOTS; i++) {
-		struct slot *s = &fp->slot[i];
-		if (atomic_load(&s->len) && !s->failed) {
-			s->failed = true;
-			(void)slot_retry(bd, fp, s);
-		}
-	}
+	if (fp->aio && fp->aio_pid == getpid())
+		(void)syscall(SYS_io_destroy, fp->aio);
+	fp->aio = 0;
+	for (int i = 0; i < SLOTS; i++)
+		if (atomic_load(&fp->slot[i].len))
+			fp->slot[i].failed = true;
 	fp->busy = 0;
 	fp->no_direct = true;
+	ubt_log(UBT_LOG_ERROR, "%s: direct writes abandoned; writing through the page cache",
+		bd->name);
 }
 
 /* Reap completed direct writes: at least min of them (waiting). */
@@ -386,7 +434,6 @@ static void reap(struct ubt_bdev *bd, struct file_priv *fp, long min)
 
 	if (fp->busy && fp->aio_pid != getpid()) {
 		abandon_inflight(bd, fp);
-		fp->aio = 0;
 		return;
 	}
 	while (fp->busy) {
@@ -394,8 +441,7 @@ static void reap(struct ubt_bdev *bd, struct file_priv *fp, long min)
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
-			ubt_log(UBT_LOG_ERROR, "%s: io_getevents: %s; writing through the page "
-				"cache from now on", bd->name, strerror(errno));
+			ubt_log(UBT_LOG_ERROR, "%s: io_getevents: %s", bd->name, strerror(errno));
 			abandon_inflight(bd, fp);
 			return;
 		}
@@ -416,7 +462,7 @@ static void wait_overlap(struct ubt_bdev *bd, struct file_priv *fp, uint64_t off
 		bool any = false;
 		for (int i = 0; i < SLOTS && !any; i++)
 			any = !fp->slot[i].failed && slot_touches(&fp->slot[i], off, len);
-		if (!any)
+		if (!any || !fp->busy)
 			return;
 		reap(bd, fp, 1);
 	}
@@ -428,16 +474,40 @@ static void wait_overlap(struct ubt_bdev *bd, struct file_priv *fp, uint64_t off
 #endif
 }
 
+/*
+ * Wait for every write in flight (locked).  Before any write through the
+ * page cache: the host's page cache works in pages and folios larger than
+ * our 4 KiB blocks, and a page dirtied next to a direct write in flight
+ * could keep that write's range from being dropped from the cache after
+ * it - stale bytes for later reads.
+ */
+static void wait_all(struct ubt_bdev *bd, struct file_priv *fp)
+{
+#ifdef HAVE_DIRECT
+	if (fp->busy)
+		reap(bd, fp, (long)fp->busy);
+#else
+	(void)bd;
+	(void)fp;
+#endif
+}
+
 /* Write the failed slots again, oldest first (locked). */
 static int retry_failed(struct ubt_bdev *bd, struct file_priv *fp)
 {
-	for (;;) {
+	for (bool waited = false;;) {
 		struct slot *old = NULL;
 		for (int i = 0; i < SLOTS; i++)
 			if (fp->slot[i].failed && (!old || fp->slot[i].seq < old->seq))
 				old = &fp->slot[i];
 		if (!old)
 			return 0;
+		if (!waited) {
+			/* The rest complete (or fail) first. */
+			wait_all(bd, fp);
+			waited = true;
+			continue;
+		}
 		int ret = slot_retry(bd, fp, old);
 		if (ret)
 			return ret;
@@ -477,10 +547,11 @@ static bool run_direct(struct ubt_bdev *bd, struct file_priv *fp, struct run *r)
 			else if (!old || c->seq < old->seq)
 				old = c;
 		}
-		if (s || !old)
+		if (s || !old || !fp->busy)
 			break;
 		reap(bd, fp, 1);	/* every slot in flight: wait for one */
 	}
+	/* A write that failed meanwhile goes first, through the page cache. */
 	if (!s || fp->no_direct)
 		return false;
 	/* The slot takes the run's buffer, the run the slot's (or none). */
@@ -504,10 +575,12 @@ static bool run_direct(struct ubt_bdev *bd, struct file_priv *fp, struct run *r)
 		atomic_store(&s->len, 0);
 		r->buf = s->buf;
 		s->buf = spare;
+		fp->no_direct = true;
 		return false;
 	}
 	s->seq = ++fp->seq;
 	fp->busy++;
+	fp->ndirect++;
 	r->buf = spare;
 	r->wb.len = 0;
 	return true;
@@ -515,29 +588,29 @@ static bool run_direct(struct ubt_bdev *bd, struct file_priv *fp, struct run *r)
 #endif
 
 /* Write out run r (kept when that fails: logged, since the error reaches
- * a later, unrelated call).  Locked. */
+ * a later, unrelated call).  Locked.  Older bytes first: writes in flight
+ * over the same range complete, failed ones are made again. */
 static int run_out(struct ubt_bdev *bd, struct file_priv *fp, struct run *r)
 {
 	size_t len = atomic_load(&r->len);
 
 	if (!len)
 		return 0;
+	uint64_t off = atomic_load(&r->off);
+	wait_overlap(bd, fp, off, len);
 	int ret = retry_failed(bd, fp);
 	if (ret)
 		return ret;
-	uint64_t off = atomic_load(&r->off);
-	wait_overlap(bd, fp, off, len);
 #ifdef HAVE_DIRECT
 	if (run_direct(bd, fp, r)) {
 		atomic_store(&r->len, 0);
 		return 0;
 	}
-	/* Reaping on the way may have turned older writes into ones to
-	 * make again: they go first. */
 	ret = retry_failed(bd, fp);
 	if (ret)
 		return ret;
 #endif
+	wait_all(bd, fp);
 	ret = gathered_out(bd, fp, r->buf, len, off);
 	if (ret)
 		return ret;
@@ -561,20 +634,20 @@ static int runs_out_touching(struct ubt_bdev *bd, struct file_priv *fp, const st
 	return 0;
 }
 
-/* Every run written out and every direct write completed (locked). */
+/* Every run written out and every direct write completed (locked); the
+ * first error, after trying every run. */
 static int all_out(struct ubt_bdev *bd, struct file_priv *fp)
 {
 	int ret = retry_failed(bd, fp);
 
-	for (int i = 0; i < RUNS && !ret; i++)
-		ret = run_out(bd, fp, &fp->run[i]);
-#ifdef HAVE_DIRECT
-	if (fp->busy)
-		reap(bd, fp, (long)fp->busy);
-#endif
-	if (!ret)
-		ret = retry_failed(bd, fp);
-	return ret;
+	for (int i = 0; i < RUNS; i++) {
+		int r = run_out(bd, fp, &fp->run[i]);
+		if (!ret)
+			ret = r;
+	}
+	wait_all(bd, fp);
+	int r = retry_failed(bd, fp);
+	return ret ? ret : r;
 }
 
 static int pread_all(int fd, uint8_t *p, size_t len, uint64_t off)
@@ -711,11 +784,18 @@ static int file_write(struct ubt_bdev *bd, const void *buf, size_t len, uint64_t
 		}
 	}
 	/* Too large for a run (or no memory for one): at once, after
-	 * whatever it overlaps. */
+	 * whatever it overlaps - and, as every write through the page
+	 * cache, after every write in flight (wait_all) and every failed
+	 * one, whose error it then returns. */
 	ret = runs_out_touching(bd, fp, NULL, off, len);
+	if (!ret) {
+		wait_all(bd, fp);
+		ret = retry_failed(bd, fp);
+	}
+	if (!ret)
+		ret = fp->pend_err;
 	if (ret)
 		goto out;
-	wait_overlap(bd, fp, off, len);
 	ret = pwrite_all(fp->fd, buf, len, off);
 	if (ret)
 		ubt_log(UBT_LOG_ERROR, "%s: writing %zu bytes at offset %llu failed: %s", bd->name,
@@ -803,6 +883,18 @@ static void file_destroy(struct ubt_bdev *bd)
 	pthread_mutex_lock(&fp->lock);
 	(void)all_out(bd, fp);		/* a failure is logged there */
 	pthread_mutex_unlock(&fp->lock);
+#ifdef HAVE_DIRECT
+	if (fp->dfd >= 0) {
+		pthread_mutex_lock(&direct_mu);
+		for (struct file_priv **pp = &direct_devs; *pp; pp = &(*pp)->dnext) {
+			if (*pp == fp) {
+				*pp = fp->dnext;
+				break;
+			}
+		}
+		pthread_mutex_unlock(&direct_mu);
+	}
+#endif
 	if (bd->map)
 		munmap((void *)(uintptr_t)bd->map, (size_t)bd->size);
 #ifdef HAVE_DIRECT
@@ -828,6 +920,17 @@ static const struct ubt_bdev_ops file_ops = {
 	.drop_cached = file_drop_cached,
 	.destroy = file_destroy,
 };
+
+uint64_t ubt_bdev_direct_writes(struct ubt_bdev *bd)
+{
+	if (bd->ops != &file_ops)
+		return 0;
+	struct file_priv *fp = bd->priv;
+	pthread_mutex_lock(&fp->lock);
+	uint64_t n = fp->ndirect;
+	pthread_mutex_unlock(&fp->lock);
+	return n;
+}
 
 /*
  * The device's flock (io.h).  udev holds a shared lock on a whole disk
@@ -860,7 +963,8 @@ static int lock_device(int fd, const char *path, bool shared, bool blockdev)
  * same file (checked: same device and inode), without O_EXCL, which a
  * block device held exclusively by our first descriptor would refuse.
  */
-static void open_direct(const char *path, const struct stat *st, struct file_priv *fp)
+static void open_direct(const char *path, const struct stat *st, struct ubt_bdev *bd,
+			struct file_priv *fp)
 {
 #ifdef HAVE_DIRECT
 	const char *e = getenv("UBTRFS_DIRECT_WRITES");
@@ -876,9 +980,16 @@ static void open_direct(const char *path, const struct stat *st, struct file_pri
 		return;
 	}
 	fp->dfd = dfd;
+	fp->bd = bd;
+	pthread_once(&direct_once, direct_atfork);
+	pthread_mutex_lock(&direct_mu);
+	fp->dnext = direct_devs;
+	direct_devs = fp;
+	pthread_mutex_unlock(&direct_mu);
 #else
 	(void)path;
 	(void)st;
+	(void)bd;
 	(void)fp;
 #endif
 }
@@ -929,9 +1040,9 @@ int ubt_bdev_open_file(const char *path, unsigned flags, struct ubt_bdev **out)
 	}
 	fp->fd = fd;
 	fp->dfd = -1;
-	if (!ro)
-		open_direct(path, &st, fp);
 	pthread_mutex_init(&fp->lock, NULL);
+	if (!ro)
+		open_direct(path, &st, bd, fp);
 	bd->ops = &file_ops;
 	bd->size = (uint64_t)end;
 	bd->readonly = ro;

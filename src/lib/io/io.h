@@ -108,6 +108,9 @@ int ubt_bdev_flush(struct ubt_bdev *bd);
 /* May [off, off + len) be read through bd->map?  False while writes to it
  * are still gathered (ubt_bdev_read has them). */
 bool ubt_bdev_map_current(struct ubt_bdev *bd, uint64_t off, size_t len);
+/* Writes a file device has made directly (O_DIRECT, bdev.c); 0 for other
+ * devices.  For tests and statistics. */
+uint64_t ubt_bdev_direct_writes(struct ubt_bdev *bd);
 /* Advice only: fetch the pages of mapped bytes [p, p + len) (of some
  * device's `map`) into the page cache now, without waiting for them. */
 void ubt_map_willneed(const uint8_t *p, size_t len);
