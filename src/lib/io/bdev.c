@@ -159,8 +159,8 @@ void ubt_bdev_close(struct ubt_bdev *bd)
  * folios may be larger than our blocks, and a page dirtied beside a
  * direct write could keep its range from being dropped from the cache
  * after it.  A write that fails or comes back short is made again through
- * the page cache before any other write-out, and the device writes
- * through the page cache from then on.  A fork waits for the writes in
+ * the page cache before any later write-out that could overlap it, and
+ * the device writes through the page cache from then on.  A fork waits for the writes in
  * flight (fork_prepare).  UBTRFS_DIRECT_WRITES=0 in the environment turns
  * direct writes off.
  *
@@ -170,10 +170,10 @@ void ubt_bdev_close(struct ubt_bdev *bd)
  * ubt_volume_map).  A flush writes out every run and waits for every
  * write in flight before the fsync - so the superblock of a commit never
  * reaches the disk before the blocks it points to, as before.  A
- * write-out that fails keeps its bytes (reads still get them; every
- * later write-out tries again, oldest first) and the error: every later
- * write and flush returns it, so the commit that would rely on those
- * bytes fails.
+ * write-out that fails keeps its bytes (reads still get them; the next
+ * flush and the close try again, failed direct writes oldest first) and
+ * the error: every later write and flush returns it, so the commit that
+ * would rely on those bytes fails.
  */
 #define PEND_MAX	((size_t)1 << 20)
 #define RUNS		2
