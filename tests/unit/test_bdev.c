@@ -156,13 +156,13 @@ static int scratch_file(char *path, size_t size)
 }
 #endif
 
-/* The check cannot be made here: said, and a failure where the oracle
- * (a Linux host with writeback) is required. */
-static void wb_not_checked(const char *why)
+/* A check that cannot be made here: said, and a failure where the oracle
+ * (a Linux host with writeback, cachestat and O_DIRECT) is required. */
+static void not_checked(const char *why)
 {
 	const char *req = getenv("UBTRFS_REQUIRE_ORACLE");
 
-	printf("write-behind: %s; not checked\n", why);
+	printf("%s; not checked\n", why);
 	CHECK(!(req && !strcmp(req, "1")));
 }
 
@@ -184,15 +184,16 @@ static void test_write_behind(void)
 		goto out;
 	fd = scratch_file(path, sizeof(path));
 	if (fd < 0) {
-		wb_not_checked("no directory with writeback (the working directory and /tmp "
-			       "are tmpfs or not writable)");
+		not_checked("write-behind: no directory with writeback (the working directory "
+			    "and /tmp are tmpfs or not writable)");
 		goto out;
 	}
 	CHECK_EQ_INT(ftruncate(fd, 16 << 20), 0);
 	if (cachestat(fd, 0, 4096, &cs) != 0) {
 		char why[128];
-		snprintf(why, sizeof(why), "no cachestat(2) here (%s)", strerror(errno));
-		wb_not_checked(why);
+		snprintf(why, sizeof(why), "write-behind: no cachestat(2) here (%s)",
+			 strerror(errno));
+		not_checked(why);
 		goto out;
 	}
 	/* Write-behind is for writes through the page cache. */
@@ -274,7 +275,7 @@ static void test_two_streams(bool direct)
 		goto out;
 	fd = scratch_file(path, sizeof(path));
 	if (fd < 0) {
-		wb_not_checked("two streams: no directory with a page cache of its own (the "
+		not_checked("two streams: no directory with a page cache of its own (the "
 			       "working directory and /tmp are tmpfs or not writable)");
 		goto out;
 	}
@@ -282,12 +283,12 @@ static void test_two_streams(bool direct)
 	if (direct) {
 		int dfd = open(path, O_RDWR | O_DIRECT);
 		if (dfd < 0) {
-			wb_not_checked("direct writes: the host refuses O_DIRECT here");
+			not_checked("direct writes: the host refuses O_DIRECT here");
 			goto out;
 		}
 		close(dfd);
 		if (cachestat(fd, 0, 4096, &cs) != 0) {
-			wb_not_checked("direct writes: no cachestat(2) here");
+			not_checked("direct writes: no cachestat(2) here");
 			goto out;
 		}
 	} else {
@@ -317,7 +318,7 @@ static void test_two_streams(bool direct)
 		       w1 - w0);
 		CHECK(w1 - w0 <= 16);
 	} else {
-		wb_not_checked("two streams: no /proc/self/io here");
+		not_checked("two streams: no /proc/self/io here");
 	}
 	for (size_t copy = 0; copy < 2; copy++) {
 		CHECK(pread(fd, got, half, (off_t)(copy * gap)) == (ssize_t)half);
@@ -442,7 +443,7 @@ int main(void)
 		close(dfd);
 		CHECK(nd > 100);
 	} else {
-		wb_not_checked("model: the host refuses O_DIRECT here, no direct writes");
+		not_checked("model: the host refuses O_DIRECT here, no direct writes");
 	}
 #endif
 	/* Everything reaches the file at a flush, and at close. */
