@@ -3,7 +3,9 @@
 # read-write FUSE mount.
 #
 # The image is a sparse 2 GiB file on an 80 MiB tmpfs (mkfs.btrfs
-# defaults).  Through `ubtrfs mount -o rw`: a file `keep` is written and
+# defaults), then on a 96 MiB ext4 on a loop device, where the daemon
+# writes the image directly (O_DIRECT; tmpfs has no page cache of its own
+# to bypass): everything below holds on both.  Through `ubtrfs mount -o rw`: a file `keep` is written and
 # fsync'ed, then 4 MiB files, each fsync'ed, until an operation fails (the
 # host's ENOSPC reaches the daemon when it writes the image; writes
 # gathered in memory meet it at the next write-out or commit).  Then:
@@ -17,7 +19,7 @@
 #     and the kernel reads `keep` and every file whose fsync succeeded,
 #     byte for byte: the last commit is intact.
 #
-# Needs root, tmpfs, loop devices, kernel btrfs, btrfs-progs, FUSE, python3.
+# Needs root, tmpfs, ext4, loop devices, kernel btrfs, btrfs-progs, FUSE, python3.
 set -euo pipefail
 
 UBTRFS_SOURCE_ROOT=${UBTRFS_SOURCE_ROOT:-$(cd "$(dirname "$0")/../.." && pwd -P)}
@@ -86,37 +88,49 @@ else:
     print("%d files verified" % n)
 PY
 
-small=$T/small
-oracle_tmpfs "$small" 80M
-img=$small/img
-truncate -s 2G "$img"
-oracle_mkfs -- "$img"
-mnt=$T/mnt
-log=$T/daemon.log
-ro_fuse_up "$mnt" "$log" rw "$img" || { ro_show "$log"; oracle_fail "rw mount did not come up"; }
-if ! timeout 300 "$ORACLE_PYTHON" "$T/files.py" fill "$mnt" "$T/list" >"$T/fill.out" 2>&1; then
-	ro_show "$T/fill.out"
-	ro_show "$log"
-	ro_fail "filling the host filesystem"
-fi
-oracle_log "$(tr '\n' ' ' <"$T/fill.out")"
-# Unmounted, the daemon exits 0 by itself (ro_fuse_down), the abort
-# reported.
-ro_fuse_down "after the host filled" "$mnt" "$log"
-grep -qE 'aborted|read-only' "$log" || { ro_show "$log"; ro_fail "the daemon did not say it went read-only"; }
-grep -qE 'writing [0-9]+ (gathered )?bytes at offset [0-9]+ failed' "$log" ||
-	{ ro_show "$log"; ro_fail "the daemon did not name the image write that failed"; }
-oracle_log "the daemon said: $(grep -E "error" "$log" | head -n 3 | tr "\n" " ")"
+# fill_host HOST SMALL: the whole check, the image on the filesystem at SMALL.
+fill_host() {
+	local host=$1 small=$2 img mnt log
+	img=$small/img
+	truncate -s 2G "$img"
+	oracle_mkfs -- "$img"
+	mnt=$T/mnt-$host
+	log=$T/daemon-$host.log
+	ro_fuse_up "$mnt" "$log" rw "$img" || { ro_show "$log"; oracle_fail "rw mount did not come up"; }
+	if ! timeout 300 "$ORACLE_PYTHON" "$T/files.py" fill "$mnt" "$T/list-$host" >"$T/fill-$host.out" 2>&1; then
+		ro_show "$T/fill-$host.out"
+		ro_show "$log"
+		ro_fail "$host: filling the host filesystem"
+	fi
+	oracle_log "$host: $(tr '\n' ' ' <"$T/fill-$host.out")"
+	# Unmounted, the daemon exits 0 by itself (ro_fuse_down), the abort
+	# reported.
+	ro_fuse_down "after the host filled" "$mnt" "$log"
+	grep -qE 'aborted|read-only' "$log" || { ro_show "$log"; ro_fail "$host: the daemon did not say it went read-only"; }
+	grep -qE 'writing [0-9]+ (gathered )?bytes at offset [0-9]+ failed' "$log" ||
+		{ ro_show "$log"; ro_fail "$host: the daemon did not name the image write that failed"; }
+	oracle_log "$host: the daemon said: $(grep -E "error" "$log" | head -n 3 | tr "\n" " ")"
 
-cp --sparse=always -- "$img" "$T/copy.img"
-oracle_check_clean "copy of the image" "$T/copy.img" || ro_fail "btrfs check of the image is not clean"
-if oracle_kmount -o ro "$T/k" "$T/copy.img"; then
-	"$ORACLE_PYTHON" "$T/files.py" verify "$T/k" "$T/list" >"$T/verify.out" 2>&1 ||
-		{ ro_show "$T/verify.out"; ro_fail "the kernel does not show what was fsync'ed"; }
-	oracle_log "kernel: $(cat "$T/verify.out")"
-	oracle_kumount "$T/k"
-else
-	ro_fail "the kernel does not mount the image"
+	cp --sparse=always -- "$img" "$T/copy-$host.img"
+	oracle_check_clean "copy of the image" "$T/copy-$host.img" || ro_fail "$host: btrfs check of the image is not clean"
+	if oracle_kmount -o ro "$T/k-$host" "$T/copy-$host.img"; then
+		"$ORACLE_PYTHON" "$T/files.py" verify "$T/k-$host" "$T/list-$host" >"$T/verify-$host.out" 2>&1 ||
+			{ ro_show "$T/verify-$host.out"; ro_fail "$host: the kernel does not show what was fsync'ed"; }
+		oracle_log "$host: kernel: $(cat "$T/verify-$host.out")"
+		oracle_kumount "$T/k-$host"
+	else
+		ro_fail "$host: the kernel does not mount the image"
+	fi
+}
+
+oracle_tmpfs "$T/small-tmpfs" 80M
+fill_host tmpfs "$T/small-tmpfs"
+# ext4 (O_DIRECT, a page cache of its own): the daemon's direct writes
+# meet the full disk there (io/bdev.c).
+oracle_ext4 "$T/small-ext4" "$T/ext4.img" 96M
+fill_host ext4 "$T/small-ext4"
+if ! grep -q 'direct write of [0-9]* bytes at offset [0-9]* failed' "$T/daemon-ext4.log"; then
+	oracle_log "ext4: the full disk was met outside a direct write (io_submit refused it, or a page-cache write)"
 fi
 
 ((RO_FAILS == 0)) || oracle_fail "$RO_FAILS check(s) failed"
