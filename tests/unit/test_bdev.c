@@ -31,6 +31,14 @@
  * each: not 512), and written directly at most a sixteenth of their pages
  * is in the host's page cache after the flush (all of them without direct
  * writes); the same directory and oracle rules.
+ * Then direct writes that go wrong for real (ubt_bdev_fault_direct), each
+ * on a fresh device under the aligned model run: one the host writes only
+ * half of, one it writes nothing of, a wait for them that fails - the
+ * device writes the bytes again, before anything newer of the same range.
+ * Last, a fork with a direct write in flight: the child has none in
+ * flight, and its own model run (direct writes from a context of its own)
+ * holds up to its close.  Each of these needs O_DIRECT on the scratch
+ * file (the same oracle rule).
  * UBTRFS_TEST_SEED=n replays a run.
  */
 #include "t.h"
@@ -44,6 +52,7 @@
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/vfs.h>
+#include <sys/wait.h>
 #ifdef __linux__
 #include <linux/magic.h>
 #endif
@@ -345,13 +354,14 @@ out:
  * go out directly where the host allows), in two streams taking turns at
  * random (the two copies of DUP metadata); otherwise any bytes.
  */
-static void model_run(struct ubt_bdev *bd, int fd, uint8_t *model, uint8_t *buf, bool aligned)
+static void model_run(struct ubt_bdev *bd, int fd, uint8_t *model, uint8_t *buf, bool aligned,
+		      int steps)
 {
 	uint64_t last_end[2] = { 0, DEV_SIZE / 2 };
 	int writes = 0, reads = 0, flushes = 0, mapped = 0;
 	const uint64_t blk = aligned ? 4096 : 1;
 
-	for (int step = 0; step < 6000; step++) {
+	for (int step = 0; step < steps; step++) {
 		uint64_t r = below(100);
 		if (r < 55) {
 			/* A write: mostly continuing the last one of its stream. */
@@ -405,6 +415,149 @@ static void model_run(struct ubt_bdev *bd, int fd, uint8_t *model, uint8_t *buf,
 	       aligned ? "aligned, two streams" : "any bytes", writes, reads, flushes, mapped);
 }
 
+#ifdef __linux__
+/* A scratch file of DEV_SIZE bytes (zeros) where the host takes O_DIRECT;
+ * -1 (said: `what` not checked) where it does not. */
+static int direct_scratch(char *path, size_t size, const char *what)
+{
+	char why[160];
+	int fd = scratch_file(path, size);
+
+	if (fd < 0) {
+		snprintf(why, sizeof(why), "%s: no directory with a page cache of its own", what);
+		not_checked(why);
+		return -1;
+	}
+	int dfd = open(path, O_RDWR | O_DIRECT);
+	if (dfd < 0 || ftruncate(fd, (off_t)DEV_SIZE) != 0) {
+		snprintf(why, sizeof(why), "%s: the host refuses O_DIRECT here", what);
+		not_checked(why);
+		if (dfd >= 0)
+			close(dfd);
+		close(fd);
+		unlink(path);
+		return -1;
+	}
+	close(dfd);
+	return fd;
+}
+#endif
+
+/*
+ * Direct writes that go wrong for real (ubt_bdev_fault_direct), one of the
+ * first eight on a fresh device: one the host writes only half of, one it
+ * writes nothing of, a wait for them that fails.  The aligned model run
+ * goes on over each: every read equals the model, and so does the file
+ * after every flush and after the close - the device wrote the lost bytes
+ * again, and before anything newer of the same range.
+ */
+static void test_direct_faults(uint8_t *model, uint8_t *buf)
+{
+#ifdef __linux__
+	static const struct {
+		enum ubt_bdev_fault kind;
+		const char *name;
+	} faults[] = {
+		{ UBT_BDEV_FAULT_SHORT, "a short direct write" },
+		{ UBT_BDEV_FAULT_LOST, "a direct write that writes nothing" },
+		{ UBT_BDEV_FAULT_GETEVENTS, "a failing io_getevents" },
+	};
+
+	for (size_t i = 0; i < UBT_ARRAY_SIZE(faults); i++) {
+		char path[64] = "";
+		struct ubt_bdev *bd = NULL;
+		int fd = direct_scratch(path, sizeof(path), faults[i].name);
+		if (fd < 0)
+			return;
+		memset(model, 0, DEV_SIZE);
+		CHECK_EQ_INT(ubt_bdev_open_file(path, 0, &bd), 0);
+		if (bd) {
+			uint64_t nth = 1 + below(8);
+			ubt_bdev_fault_direct(faults[i].kind, nth);
+			printf("%s, at the %llu%s: ", faults[i].name, (unsigned long long)nth,
+			       nth == 1 ? "st" : nth == 2 ? "nd" : nth == 3 ? "rd" : "th");
+			model_run(bd, fd, model, buf, true, 2000);
+			CHECK(ubt_bdev_fault_fired());
+			ubt_bdev_fault_direct(UBT_BDEV_FAULT_NONE, 0);
+			CHECK_EQ_INT(ubt_bdev_flush(bd), 0);
+			CHECK(file_equals(fd, model, DEV_SIZE));
+			ubt_bdev_close(bd);
+			CHECK(file_equals(fd, model, DEV_SIZE));
+		}
+		close(fd);
+		unlink(path);
+		if (t_failures)
+			return;
+	}
+#else
+	(void)model;
+	(void)buf;
+#endif
+}
+
+/* The parent's copy of the device forked with writes in flight: never
+ * used again (its close would write runs the child has since replaced). */
+static struct ubt_bdev *forked_bd;
+
+/*
+ * A fork with direct writes in flight (the daemon detaching after the
+ * filesystem was opened; the child goes on with it): none is in flight in
+ * the child (the fork waited for them), and the child's aligned model run
+ * - direct writes again, from a context of its own - keeps reads and the
+ * file equal to the model, up to its close.  The child's verdict is its
+ * exit status.
+ */
+static void test_fork_inflight(uint8_t *model, uint8_t *buf)
+{
+#ifdef __linux__
+	char path[64] = "";
+	struct ubt_bdev *bd = NULL;
+	int fd = direct_scratch(path, sizeof(path), "fork with direct writes in flight");
+	if (fd < 0)
+		return;
+	memset(model, 0, DEV_SIZE);
+	CHECK_EQ_INT(ubt_bdev_open_file(path, 0, &bd), 0);
+	if (!bd)
+		goto out;
+	/* 1 MiB writes one after another until one is in flight. */
+	for (uint64_t off = 0; off < DEV_SIZE && !ubt_bdev_direct_inflight(bd); off += 1 << 20) {
+		for (size_t j = 0; j < (1u << 20); j++)
+			buf[j] = (uint8_t)t_xorshift64(&rng);
+		CHECK_EQ_INT(ubt_bdev_write(bd, buf, 1 << 20, off), 0);
+		memcpy(model + off, buf, 1 << 20);
+	}
+	unsigned inflight = ubt_bdev_direct_inflight(bd);
+	CHECK(inflight > 0);
+	fflush(stdout);
+	fflush(stderr);
+	pid_t pid = fork();
+	CHECK(pid >= 0);
+	if (pid == 0) {
+		CHECK_EQ_INT((int)ubt_bdev_direct_inflight(bd), 0);
+		uint64_t before = ubt_bdev_direct_writes(bd);
+		printf("fork with %u direct writes in flight, the child: ", inflight);
+		model_run(bd, fd, model, buf, true, 2000);
+		CHECK(ubt_bdev_direct_writes(bd) > before);
+		CHECK_EQ_INT(ubt_bdev_flush(bd), 0);
+		CHECK(file_equals(fd, model, DEV_SIZE));
+		ubt_bdev_close(bd);
+		CHECK(file_equals(fd, model, DEV_SIZE));
+		fflush(stdout);
+		_exit(t_failures ? 1 : 0);
+	}
+	forked_bd = bd;
+	int st = 0;
+	CHECK(pid > 0 && waitpid(pid, &st, 0) == pid);
+	CHECK(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+out:
+	close(fd);
+	unlink(path);
+#else
+	(void)model;
+	(void)buf;
+#endif
+}
+
 int main(void)
 {
 	const char *e = getenv("UBTRFS_TEST_SEED");
@@ -432,8 +585,8 @@ int main(void)
 		unlink(path);
 		return t_finish();
 	}
-	model_run(bd, fd, model, buf, false);
-	model_run(bd, fd, model, buf, true);
+	model_run(bd, fd, model, buf, false, 6000);
+	model_run(bd, fd, model, buf, true, 6000);
 #ifdef __linux__
 	/* The aligned run went out directly, where the host allows it. */
 	uint64_t nd = ubt_bdev_direct_writes(bd);
@@ -460,6 +613,8 @@ int main(void)
 	test_write_behind();
 	test_two_streams(false);
 	test_two_streams(true);
+	test_direct_faults(model, buf);
+	test_fork_inflight(model, buf);
 	close(fd);
 	unlink(path);
 	free(model);

@@ -12,6 +12,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/file.h>
@@ -257,6 +258,29 @@ static pthread_once_t direct_once = PTHREAD_ONCE_INIT;
 
 static void reap(struct ubt_bdev *bd, struct file_priv *fp, long min);
 
+/* ubt_bdev_fault_direct: the fault set, and how many submissions (or
+ * waits) are left before it. */
+static _Atomic int fault_kind;
+static _Atomic uint64_t fault_left;
+static _Atomic bool fault_fired;
+
+/* The fault to make at this submission of len bytes (wait: at this wait),
+ * if any.  A short write is made of one of at least two blocks. */
+static enum ubt_bdev_fault fault_take(bool wait, size_t len)
+{
+	int k = atomic_load_explicit(&fault_kind, memory_order_relaxed);
+
+	if (k == UBT_BDEV_FAULT_NONE || (k == UBT_BDEV_FAULT_GETEVENTS) != wait)
+		return UBT_BDEV_FAULT_NONE;
+	if (k == UBT_BDEV_FAULT_SHORT && len < 2 * (size_t)DIO_ALIGN)
+		return UBT_BDEV_FAULT_NONE;
+	if (atomic_fetch_sub(&fault_left, 1) != 1)
+		return UBT_BDEV_FAULT_NONE;
+	atomic_store(&fault_kind, UBT_BDEV_FAULT_NONE);
+	atomic_store(&fault_fired, true);
+	return (enum ubt_bdev_fault)k;
+}
+
 static void fork_prepare(void)
 {
 	pthread_mutex_lock(&direct_mu);
@@ -401,10 +425,14 @@ static void slot_done(struct ubt_bdev *bd, struct file_priv *fp, struct slot *s,
 		atomic_store(&s->len, 0);
 		return;
 	}
-	ubt_log(UBT_LOG_WARNING, "%s: direct write of %zu bytes at offset %llu %s%s; writing "
+	char what[64];
+	if (res < 0)
+		snprintf(what, sizeof(what), "failed: %s", ubt_strerror((int)res));
+	else
+		snprintf(what, sizeof(what), "came back short (%lld bytes)", (long long)res);
+	ubt_log(UBT_LOG_WARNING, "%s: direct write of %zu bytes at offset %llu %s; writing "
 		"through the page cache from now on", bd->name, len,
-		(unsigned long long)atomic_load(&s->off), res < 0 ? "failed: " : "came back short",
-		res < 0 ? ubt_strerror((int)res) : "");
+		(unsigned long long)atomic_load(&s->off), what);
 	fp->no_direct = true;
 	s->failed = true;
 }
@@ -437,7 +465,13 @@ static void reap(struct ubt_bdev *bd, struct file_priv *fp, long min)
 		return;
 	}
 	while (fp->busy) {
-		long n = syscall(SYS_io_getevents, fp->aio, min, (long)SLOTS, ev, NULL);
+		long n;
+		if (fault_take(true, 0) == UBT_BDEV_FAULT_GETEVENTS) {
+			errno = EINVAL;
+			n = -1;
+		} else {
+			n = syscall(SYS_io_getevents, fp->aio, min, (long)SLOTS, ev, NULL);
+		}
 		if (n < 0) {
 			if (errno == EINTR)
 				continue;
@@ -564,6 +598,16 @@ static bool run_direct(struct ubt_bdev *bd, struct file_priv *fp, struct run *r)
 	s->cb.aio_buf = (uint64_t)(uintptr_t)s->buf;
 	s->cb.aio_nbytes = len;
 	s->cb.aio_offset = (int64_t)off;
+	switch (fault_take(false, len)) {
+	case UBT_BDEV_FAULT_SHORT:
+		s->cb.aio_nbytes = len / 2 / DIO_ALIGN * DIO_ALIGN;
+		break;
+	case UBT_BDEV_FAULT_LOST:
+		s->cb.aio_nbytes = 0;
+		break;
+	default:
+		break;
+	}
 	struct iocb *cbp = &s->cb;
 	atomic_store(&s->off, off);
 	atomic_store(&s->len, len);
@@ -920,6 +964,39 @@ static const struct ubt_bdev_ops file_ops = {
 	.drop_cached = file_drop_cached,
 	.destroy = file_destroy,
 };
+
+unsigned ubt_bdev_direct_inflight(struct ubt_bdev *bd)
+{
+	if (bd->ops != &file_ops)
+		return 0;
+	struct file_priv *fp = bd->priv;
+	pthread_mutex_lock(&fp->lock);
+	unsigned n = fp->busy;
+	pthread_mutex_unlock(&fp->lock);
+	return n;
+}
+
+void ubt_bdev_fault_direct(enum ubt_bdev_fault kind, uint64_t n)
+{
+#ifdef HAVE_DIRECT
+	atomic_store(&fault_kind, UBT_BDEV_FAULT_NONE);
+	atomic_store(&fault_fired, false);
+	atomic_store(&fault_left, n);
+	atomic_store(&fault_kind, (int)kind);
+#else
+	(void)kind;
+	(void)n;
+#endif
+}
+
+bool ubt_bdev_fault_fired(void)
+{
+#ifdef HAVE_DIRECT
+	return atomic_load(&fault_fired);
+#else
+	return false;
+#endif
+}
 
 uint64_t ubt_bdev_direct_writes(struct ubt_bdev *bd)
 {

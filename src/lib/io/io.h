@@ -111,6 +111,30 @@ bool ubt_bdev_map_current(struct ubt_bdev *bd, uint64_t off, size_t len);
 /* Writes a file device has made directly (O_DIRECT, bdev.c); 0 for other
  * devices.  For tests and statistics. */
 uint64_t ubt_bdev_direct_writes(struct ubt_bdev *bd);
+/* Direct writes of a file device now in flight (0 for other devices). */
+unsigned ubt_bdev_direct_inflight(struct ubt_bdev *bd);
+/*
+ * Direct-write faults, for tests (over all devices of the process, once):
+ * after ubt_bdev_fault_direct(kind, n), the nth direct write submitted
+ * from now on (FAULT_SHORT, FAULT_LOST), or the nth wait for direct writes
+ * (FAULT_GETEVENTS), goes wrong for real.  SHORT: the host is asked to
+ * write only the first half of the run (rounded down to 4 KiB; only runs
+ * of 8 KiB or more count), so the write comes back short and the rest
+ * never lands.
+ * LOST: the host is asked to write nothing of it.  GETEVENTS: the wait
+ * fails as if io_getevents had (EINVAL) without being made.  The device
+ * must then make the write again through the page cache, before anything
+ * newer of the same bytes, as it does after a real failure.
+ * ubt_bdev_fault_fired() says whether the fault set last has happened.
+ */
+enum ubt_bdev_fault {
+	UBT_BDEV_FAULT_NONE,
+	UBT_BDEV_FAULT_SHORT,
+	UBT_BDEV_FAULT_LOST,
+	UBT_BDEV_FAULT_GETEVENTS,
+};
+void ubt_bdev_fault_direct(enum ubt_bdev_fault kind, uint64_t n);
+bool ubt_bdev_fault_fired(void);
 /* Advice only: fetch the pages of mapped bytes [p, p + len) (of some
  * device's `map`) into the page cache now, without waiting for them. */
 void ubt_map_willneed(const uint8_t *p, size_t len);
