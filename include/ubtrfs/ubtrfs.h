@@ -328,7 +328,8 @@ UBTRFS_API const char *ubtrfs_feature_name(enum ubtrfs_feature_class cls, unsign
  * `out` (may be NULL) receives the new or changed inode's attributes.
  * Times are the current time (CLOCK_REALTIME) unless given.
  *
- * Limits: no subvolume or snapshot operations, no compression on write.
+ * Limits: of subvolume operations only snapshot creation (below); no
+ * compression on write.
  */
 
 /* mode: S_IFREG, S_IFDIR, S_IFIFO, S_IFSOCK, S_IFCHR or S_IFBLK | 07777
@@ -411,6 +412,20 @@ UBTRFS_API int ubtrfs_removexattr(ubtrfs_fs *fs, ubtrfs_ino id, const char *name
  */
 UBTRFS_API int ubtrfs_ref(ubtrfs_fs *fs, ubtrfs_ino id);
 UBTRFS_API int ubtrfs_forget(ubtrfs_fs *fs, ubtrfs_ino id, uint64_t n);
+/*
+ * A snapshot of subvolume `src` (the tree id, 5 for the top level) named
+ * `name` in directory `dir`, which may be in src itself or in another
+ * subvolume (the one exception to "one subvolume per call"); `readonly`
+ * makes it read-only.  As `btrfs subvolume snapshot`: the new subvolume
+ * shares every block of src as src is now (this call's changes included)
+ * and gets the next free tree id (in *id, may be NULL), a uuid of its own,
+ * parent_uuid = src's uuid.  Inside the snapshot, an entry for another
+ * subvolume is an empty directory, as on the kernel (a snapshot made inside
+ * src does not hold its own name).  The call commits what came before,
+ * and ends with a commit: on success the snapshot is on disk.
+ */
+UBTRFS_API int ubtrfs_snapshot(ubtrfs_fs *fs, uint64_t src, ubtrfs_ino dir, const char *name,
+			       bool readonly, uint64_t *id);
 /* Write the running transaction to disk (0 when there is none). */
 UBTRFS_API int ubtrfs_commit(ubtrfs_fs *fs);
 

@@ -1044,6 +1044,38 @@ int ubtrfs_link(ubtrfs_fs *f, ubtrfs_ino id, ubtrfs_ino newdir, const char *newn
 	return ret;
 }
 
+int ubtrfs_snapshot(ubtrfs_fs *f, uint64_t src, ubtrfs_ino dir, const char *name, bool readonly,
+		    uint64_t *id)
+{
+	struct op op;
+	int ret, pass = 0, tries = 0;
+	uint64_t nid = 0;
+
+	do {
+		/* The snapshot shares src's blocks: none of them may be the
+		 * running transaction's (changed in place later), so what
+		 * came before is committed first.  Another writer between
+		 * the two steps makes the copy refuse (-EAGAIN): again. */
+		ret = ubtrfs_commit(f);
+		if (ret)
+			return ret;
+		ret = op_begin(f, &op);
+		if (ret)
+			return ret;
+		ret = ubt_ns_snapshot(f->ns, op.t, dir.subvol, dir.ino, name, strlen(name), src,
+				      readonly, op.now, &nid);
+		if (!ret)
+			ret = commit_locked(f);
+		if (ret == -EAGAIN && ++tries < 8)
+			ret = op_end(&op, 0) ? ret : OP_RETRY;
+		else
+			ret = op_end_retry(&op, ret, &pass);
+	} while (ret == OP_RETRY);
+	if (!ret && id)
+		*id = nid;
+	return ret;
+}
+
 int ubtrfs_unlink(ubtrfs_fs *f, ubtrfs_ino dir, const char *name)
 {
 	struct op op;

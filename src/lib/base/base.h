@@ -94,6 +94,12 @@ int ubt_corrupt_at(const char *file, int line, uint64_t where, const char *fmt, 
 
 /* A uuid in the canonical 36-character form (buf holds 37 bytes). */
 void ubt_uuid_str(const uint8_t *uuid, char *buf);
+/* len random bytes (/dev/urandom); 0 or -errno. */
+int ubt_random_bytes(uint8_t *buf, size_t len);
+/* Mark 16 bytes as a version 4 (random) uuid. */
+void ubt_uuid_v4(uint8_t *u);
+/* A new random (version 4) uuid; 0 or -errno. */
+int ubt_uuid_random(uint8_t *u);
 
 /* strerror for our negative errnos, thread-safe, never NULL. */
 const char *ubt_strerror(int err);

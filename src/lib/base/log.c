@@ -7,8 +7,11 @@
  */
 #include "base.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 static ubt_log_fn log_handler;
 static void *log_ctx;
@@ -100,6 +103,43 @@ const char *ubt_strerror(int err)
 		 * known codes; unknown ones are rare here. */
 		return strerror(err);
 	}
+}
+
+void ubt_uuid_v4(uint8_t *u)
+{
+	u[6] = (uint8_t)((u[6] & 0x0f) | 0x40);
+	u[8] = (uint8_t)((u[8] & 0x3f) | 0x80);
+}
+
+int ubt_random_bytes(uint8_t *buf, size_t len)
+{
+	int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+	size_t got = 0;
+
+	if (fd < 0)
+		return -errno;
+	while (got < len) {
+		ssize_t n = read(fd, buf + got, len - got);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			int err = n < 0 ? -errno : -EIO;
+			close(fd);
+			return err;
+		}
+		got += (size_t)n;
+	}
+	close(fd);
+	return 0;
+}
+
+int ubt_uuid_random(uint8_t *u)
+{
+	int ret = ubt_random_bytes(u, 16);
+
+	if (!ret)
+		ubt_uuid_v4(u);
+	return ret;
 }
 
 void ubt_uuid_str(const uint8_t *u, char *buf)

@@ -67,39 +67,13 @@ void mk_fill_inode(struct mk_fs *fs, struct btrfs_inode_item *ii, uint32_t mode,
 
 /* ---- uuids ------------------------------------------------------------ */
 
-static void uuid_v4(uint8_t *u)
-{
-	u[6] = (uint8_t)((u[6] & 0x0f) | 0x40);
-	u[8] = (uint8_t)((u[8] & 0x3f) | 0x80);
-}
-
-static int random_bytes(uint8_t *buf, size_t len)
-{
-	int fd = open("/dev/urandom", O_RDONLY);
-	size_t got = 0;
-
-	if (fd < 0)
-		return -errno;
-	while (got < len) {
-		ssize_t n = read(fd, buf + got, len - got);
-		if (n <= 0) {
-			int err = n < 0 ? -errno : -EIO;
-			close(fd);
-			return err;
-		}
-		got += (size_t)n;
-	}
-	close(fd);
-	return 0;
-}
-
 /* A uuid: random, or (reproducible) derived from the inputs and `what`. */
 static int make_uuid(struct mk_fs *fs, const char *what, uint64_t idx, uint8_t *out)
 {
 	int ret;
 
 	if (!fs->cfg->reproducible) {
-		ret = random_bytes(out, 16);
+		ret = ubt_random_bytes(out, 16);
 	} else {
 		uint8_t h[UBT_CSUM_MAX];
 		size_t wl = strlen(what);
@@ -115,7 +89,7 @@ static int make_uuid(struct mk_fs *fs, const char *what, uint64_t idx, uint8_t *
 			memcpy(out, h, 16);
 	}
 	if (ret == 0)
-		uuid_v4(out);
+		ubt_uuid_v4(out);
 	return ret;
 }
 

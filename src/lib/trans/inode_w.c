@@ -1261,6 +1261,26 @@ static int dirent_probe(struct nsop *o, uint64_t dir, const char *name, size_t l
 	return probe(o, &key, E_DIR, 0, name, len, isz, &e);
 }
 
+/* The start of an operation adding `name` to dir: the name is valid and
+ * not taken (-EEXIST); *dii the directory, *disz the size of the DIR_ITEM
+ * of the name's hash (one probe: is the name there, would an entry fit). */
+static int name_add_begin(struct nsop *o, struct ubt_ns *ns, struct ubt_trans *t,
+			  uint64_t subvol, uint64_t dir, const char *name, size_t len,
+			  struct ubt_ns_time now, struct btrfs_inode_item *dii, uint32_t *disz)
+{
+	int ret = check_name(name, len);
+
+	if (!ret)
+		ret = op_begin(o, ns, t, subvol, now);
+	if (!ret)
+		ret = read_dir(o, dir, dii);
+	if (!ret)
+		ret = dirent_probe(o, dir, name, len, disz);
+	if (ret == 1)
+		return -EEXIST;
+	return ret < 0 ? ret : 0;
+}
+
 /* Would a new entry fit in a DIR_ITEM of `isz` bytes?  0 or -EOVERFLOW. */
 static int dirent_fits(struct nsop *o, uint32_t isz, size_t len)
 {
@@ -1281,12 +1301,13 @@ static int dirent_room(struct nsop *o, uint64_t dir, const char *name, size_t le
 	return dirent_fits(o, isz - UBT_MIN(isz, freed), len);
 }
 
-static int dirent_add(struct nsop *o, uint64_t dir, const char *name, size_t len, uint64_t ino,
-		      uint8_t ft, uint64_t index)
+/* A new entry `name` in dir leading to loc (an inode's INODE_ITEM key, or
+ * a subvolume's ROOT_ITEM key), with its DIR_INDEX at index. */
+static int dirent_add_loc(struct nsop *o, uint64_t dir, const char *name, size_t len,
+			  const struct btrfs_key *loc, uint8_t ft, uint64_t index)
 {
 	uint8_t buf[sizeof(struct btrfs_dir_item) + BTRFS_NAME_LEN];
-	struct btrfs_key loc = { ino, BTRFS_INODE_ITEM_KEY, 0 };
-	uint32_t esz = build_dirent(buf, &loc, o->t->transid, ft, name, len, NULL, 0);
+	uint32_t esz = build_dirent(buf, loc, o->t->transid, ft, name, len, NULL, 0);
 	struct btrfs_key key = { dir, BTRFS_DIR_ITEM_KEY, ubt_name_hash(name, len) };
 	int ret = item_append(o, &key, buf, esz);
 
@@ -1307,6 +1328,14 @@ static int dirent_add(struct nsop *o, uint64_t dir, const char *name, size_t len
 	return ret;
 }
 
+static int dirent_add(struct nsop *o, uint64_t dir, const char *name, size_t len, uint64_t ino,
+		      uint8_t ft, uint64_t index)
+{
+	struct btrfs_key loc = { ino, BTRFS_INODE_ITEM_KEY, 0 };
+
+	return dirent_add_loc(o, dir, name, len, &loc, ft, index);
+}
+
 static int dirent_remove(struct nsop *o, uint64_t dir, const char *name, size_t len,
 			 uint64_t index)
 {
@@ -1324,6 +1353,25 @@ static int dirent_remove(struct nsop *o, uint64_t dir, const char *name, size_t 
 		ret = UBT_CORRUPT(0, "directory %llu has no index %llu for '%.*s'",
 				  (unsigned long long)dir, (unsigned long long)index, (int)len, name);
 	return ret;
+}
+
+/* The new entry (dirent_add_loc) counted in its directory - size, mtime,
+ * ctime, sequence - and the subvolume's ctime; a failure ends (op_end). */
+static int name_add_finish(struct nsop *o, uint64_t dir, struct btrfs_inode_item *dii,
+			   const char *name, size_t len, const struct btrfs_key *loc, uint8_t ft,
+			   uint64_t index)
+{
+	int ret = dirent_add_loc(o, dir, name, len, loc, ft, index);
+
+	if (!ret) {
+		dir_resize(dii, len, true);
+		touch(o, dii, 1, true);
+		ret = write_inode(o, dir, dii);
+	}
+	if (ret)
+		return op_end(o, ret);
+	touch_root(o);
+	return 0;
 }
 
 /* ---- create ---------------------------------------------------------------- */
@@ -1359,21 +1407,9 @@ int ubt_ns_create(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint6
 	if ((type == S_IFCHR || type == S_IFBLK) &&
 	    (a->rdev_major >= (1u << 12) || a->rdev_minor >= (1u << 20)))
 		return -EINVAL;
-	ret = check_name(name, len);
-	if (ret)
-		return ret;
-	ret = op_begin(&o, ns, t, subvol, now);
-	if (!ret)
-		ret = read_dir(&o, dir, &dii);
-	if (ret)
-		return ret;
-	/* One probe of the name's DIR_ITEM: is the name there, would a new
-	 * entry fit in the item? */
 	uint32_t disz;
-	ret = dirent_probe(&o, dir, name, len, &disz);
-	if (ret == 1)
-		return -EEXIST;
-	if (ret < 0)
+	ret = name_add_begin(&o, ns, t, subvol, dir, name, len, now, &dii, &disz);
+	if (ret)
 		return ret;
 	if (lnk && a->target_len > ubt_ns_max_symlink(o.fs))
 		return -ENAMETOOLONG;
@@ -1481,18 +1517,212 @@ int ubt_ns_create(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint6
 			memcpy(p + btrfs_file_extent_inline_start(), a->target, a->target_len);
 		}
 	}
-	if (!ret)
-		ret = dirent_add(&o, dir, name, len, ino, mode_to_ft(a->mode), index);
-	if (!ret) {
-		dir_resize(&dii, len, true);
-		touch(&o, &dii, 1, true);
-		ret = write_inode(&o, dir, &dii);
-	}
 	if (ret)
 		return op_end(&o, ret);
-	touch_root(&o);
+	struct btrfs_key loc = { ino, BTRFS_INODE_ITEM_KEY, 0 };
+	ret = name_add_finish(&o, dir, &dii, name, len, &loc, mode_to_ft(a->mode), index);
+	if (ret)
+		return ret;
 	if (ino_out)
 		*ino_out = ino;
+	return 0;
+}
+
+/* ---- snapshots ------------------------------------------------------------ */
+
+/* The tree id a new subvolume gets: one above the highest id in the root
+ * tree (as the kernel picks it), at least BTRFS_FIRST_FREE_OBJECTID. */
+static int new_tree_id(struct ubt_fs *fs, uint64_t *id)
+{
+	struct btrfs_key key = { BTRFS_LAST_FREE_OBJECTID, (uint8_t)-1, (uint64_t)-1 };
+	struct ubt_path path;
+	uint64_t next = BTRFS_FIRST_FREE_OBJECTID;
+
+	ubt_path_init(&path);
+	int ret = ubt_search_le(&fs->tree, &fs->root_tree, &key, &path);
+	if (ret == 0) {
+		struct btrfs_key k;
+		ubt_eb_item_key(path.nodes[0], path.slots[0], &k);
+		if (k.objectid >= BTRFS_FIRST_FREE_OBJECTID)
+			next = k.objectid + 1;
+		ret = 0;
+	} else if (ret == 1) {
+		ret = 0;
+	}
+	ubt_path_release(&fs->tree, &path);
+	if (!ret && next > BTRFS_LAST_FREE_OBJECTID)
+		ret = -ENOSPC;
+	*id = next;
+	return ret;
+}
+
+/* Insert a copy of `len` bytes at key into tree r. */
+static int insert_copy(struct ubt_trans *t, struct ubt_wroot *r, const struct btrfs_key *key,
+		       const void *data, uint32_t len)
+{
+	uint8_t *p;
+	int ret = ubt_insert_item(t, r, key, len, &p);
+
+	if (ret == -EEXIST)
+		return UBT_CORRUPT(0, "item (%llu %u %llu) exists already",
+				   (unsigned long long)key->objectid, key->type,
+				   (unsigned long long)key->offset);
+	if (!ret)
+		memcpy(p, data, len);
+	return ret;
+}
+
+/* The new subvolume's entry in the uuid tree (where the filesystem has
+ * one; without it the kernel builds the tree at its next read-write
+ * mount). */
+static int uuid_add(struct ubt_trans *t, const uint8_t *uuid, uint64_t id)
+{
+	struct ubt_fs *fs = t->w->fs;
+	struct ubt_wroot *ut;
+	struct btrfs_key key;
+	uint8_t v[8];
+	uint8_t *p;
+
+	if (!fs->uuid_tree.bytenr)
+		return 0;
+	int ret = ubt_wroot_get(t, BTRFS_UUID_TREE_OBJECTID, &ut);
+	if (ret)
+		return ret;
+	btrfs_uuid_to_key(uuid, BTRFS_UUID_KEY_SUBVOL, &key);
+	ubt_put_le64(v, id);
+	ret = ubt_insert_item(t, ut, &key, sizeof(v), &p);
+	if (!ret) {
+		memcpy(p, v, sizeof(v));
+		return 0;
+	}
+	if (ret != -EEXIST)
+		return ret;
+	/* Another subvolume with these uuid bytes (a received copy, say). */
+	struct ubt_path path;
+	ubt_path_init(&path);
+	ret = ubt_search_slot_grow(t, ut, &key, &path, sizeof(v));
+	if (ret == 1)
+		ret = UBT_CORRUPT(0, "uuid item vanished");
+	if (!ret) {
+		uint32_t old = ubt_eb_item_size(path.nodes[0], path.slots[0]);
+		ret = ubt_extend_item(t, &path, sizeof(v));
+		if (!ret)
+			memcpy(ubt_eb_witem_data(path.nodes[0], path.slots[0]) + old, v, sizeof(v));
+	}
+	ubt_path_release(&fs->tree, &path);
+	return ret;
+}
+
+int ubt_ns_snapshot(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint64_t dir,
+		    const char *name, size_t len, uint64_t src, bool readonly,
+		    struct ubt_ns_time now, uint64_t *id_out)
+{
+	struct nsop o;
+	struct btrfs_inode_item dii;
+	struct ubt_wroot *sroot, *rt;
+	uint64_t id, index, bytenr;
+	uint8_t level;
+	int ret;
+
+	uint32_t disz;
+	ret = name_add_begin(&o, ns, t, subvol, dir, name, len, now, &dii, &disz);
+	if (!ret)
+		ret = dirent_fits(&o, disz, len);
+	if (ret)
+		return ret;
+	if (src != BTRFS_FS_TREE_OBJECTID &&
+	    (src < BTRFS_FIRST_FREE_OBJECTID || src > BTRFS_LAST_FREE_OBJECTID))
+		return -EINVAL;
+	const struct ubt_subvol *ssv;
+	ret = ubt_fs_subvol(o.fs, src, &ssv);
+	if (!ret)
+		ret = ubt_wroot_get(t, src, &sroot);
+	if (!ret && !sroot->has_item)
+		ret = -ENOENT;
+	if (!ret && (btrfs_root_flags(&sroot->item) & BTRFS_ROOT_SUBVOL_DEAD))
+		ret = -ENOENT;
+	if (!ret && sroot->ref.generation >= t->transid)
+		ret = -EAGAIN;	/* src changed in this transaction: commit first */
+	if (!ret)
+		ret = ubt_wroot_get(t, BTRFS_ROOT_TREE_OBJECTID, &rt);
+	if (!ret)
+		ret = new_tree_id(o.fs, &id);
+	if (!ret)
+		ret = next_index(&o, dir, &index);
+	if (!ret)
+		ret = op_reserve(&o, false);
+	if (ret)
+		return ret;
+
+	/* The copy first: src as it was before this operation (the kernel's
+	 * snapshot does not hold its own name either). */
+	ret = ubt_tree_snapshot_root(t, sroot, id, &bytenr, &level);
+	if (ret)
+		return op_end(&o, ret);
+	/* The source's item: when it was last snapshotted. */
+	btrfs_set_root_last_snapshot(&sroot->item, t->transid);
+	sroot->dirty = true;
+	ubt_wroot_publish(t, sroot);
+
+	/* The name, in the parent subvolume (src itself, perhaps: every block
+	 * the snapshot shares with src is older than this transaction - the
+	 * copy refuses otherwise - and is copied as any shared block is). */
+	struct btrfs_key loc = { id, BTRFS_ROOT_ITEM_KEY, (uint64_t)-1 };
+	ret = name_add_finish(&o, dir, &dii, name, len, &loc, BTRFS_FT_DIR, index);
+	if (ret)
+		return ret;
+
+	/* The snapshot's item: the source's, as a new subvolume of its own. */
+	struct btrfs_root_item ri = sroot->item;
+	uint64_t flags = btrfs_root_flags(&ri);
+	if (readonly)
+		flags |= BTRFS_ROOT_SUBVOL_RDONLY;
+	else
+		flags &= ~BTRFS_ROOT_SUBVOL_RDONLY;
+	btrfs_set_root_flags(&ri, flags);
+	btrfs_set_root_bytenr(&ri, bytenr);
+	btrfs_set_root_level(&ri, level);
+	btrfs_set_root_generation(&ri, t->transid);
+	btrfs_set_root_generation_v2(&ri, t->transid);
+	btrfs_set_root_refs(&ri, 1);
+	memcpy(btrfs_root_parent_uuid(&ri), btrfs_root_uuid(&sroot->item), BTRFS_UUID_SIZE);
+	ret = ubt_uuid_random(btrfs_root_uuid(&ri));
+	if (ret)
+		return op_end(&o, ret);
+	if (!readonly) {
+		memset(btrfs_root_received_uuid(&ri), 0, BTRFS_UUID_SIZE);
+		memset(btrfs_root_stime(&ri), 0, sizeof(struct btrfs_timespec));
+		memset(btrfs_root_rtime(&ri), 0, sizeof(struct btrfs_timespec));
+		btrfs_set_root_stransid(&ri, 0);
+		btrfs_set_root_rtransid(&ri, 0);
+	}
+	set_time(btrfs_root_otime(&ri), now);
+	btrfs_set_root_otransid(&ri, t->transid);
+	struct btrfs_key key = { id, BTRFS_ROOT_ITEM_KEY, t->transid };
+	ret = insert_copy(t, rt, &key, &ri, sizeof(ri));
+
+	/* ROOT_REF and ROOT_BACKREF: where the new subvolume's name is. */
+	uint8_t rbuf[sizeof(struct btrfs_root_ref) + BTRFS_NAME_LEN];
+	struct btrfs_root_ref *rr = (void *)rbuf;
+	btrfs_set_root_ref_dirid(rr, dir);
+	btrfs_set_root_ref_sequence(rr, index);
+	btrfs_set_root_ref_name_len(rr, (uint16_t)len);
+	memcpy(rbuf + sizeof(*rr), name, len);
+	uint32_t rlen = (uint32_t)(sizeof(*rr) + len);
+	if (!ret) {
+		struct btrfs_key k = { subvol, BTRFS_ROOT_REF_KEY, id };
+		ret = insert_copy(t, rt, &k, rbuf, rlen);
+	}
+	if (!ret) {
+		struct btrfs_key k = { id, BTRFS_ROOT_BACKREF_KEY, subvol };
+		ret = insert_copy(t, rt, &k, rbuf, rlen);
+	}
+	if (!ret)
+		ret = uuid_add(t, btrfs_root_uuid(&ri), id);
+	if (ret)
+		return op_end(&o, ret);
+	if (id_out)
+		*id_out = id;
 	return 0;
 }
 

@@ -123,6 +123,25 @@ int ubt_ns_create(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint6
 		  const char *name, size_t len, const struct ubt_ns_new_inode *a,
 		  struct ubt_ns_time now, uint64_t *ino);
 
+/*
+ * A snapshot of subvolume `src` (its last state in this transaction), named
+ * `name` in directory `dir` of subvolume `subvol` (src itself, or another):
+ * a new subvolume tree (id one above the highest in the root tree, in
+ * *id), sharing src's blocks, with the ROOT_ITEM (key offset: this
+ * transaction) the source's has but for its own uuid, parent_uuid = the
+ * source's uuid, otime/otransid now, RDONLY as `readonly` asks (received
+ * uuid and send/receive times kept only for read-only ones, as the
+ * kernel does); ROOT_REF and ROOT_BACKREF; the uuid tree's entry where
+ * there is a uuid tree; the entry (a directory, its location the ROOT_ITEM
+ * key) in dir, whose size, mtime and ctime change as for any new name
+ * (after the copy: a snapshot into src does not hold its own name, as on
+ * the kernel).  src must be unchanged in this transaction (-EAGAIN,
+ * nothing done: commit first).
+ */
+int ubt_ns_snapshot(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint64_t dir,
+		    const char *name, size_t len, uint64_t src, bool readonly,
+		    struct ubt_ns_time now, uint64_t *id);
+
 /* A new name for non-directory `ino`. */
 int ubt_ns_link(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint64_t ino,
 		uint64_t dir, const char *name, size_t len, struct ubt_ns_time now);

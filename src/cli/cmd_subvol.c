@@ -1,0 +1,155 @@
+/*
+ * cli: subvolume changes on unmounted images.
+ *   ubtrfs subvolume snapshot [-r] DEVICE... SOURCE DEST
+ */
+#include "cli.h"
+
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+const char cmd_subvolume_snapshot_usage[] =
+	"usage: ubtrfs subvolume snapshot [-r] DEVICE... SOURCE DEST\n"
+	"\n"
+	"Make a snapshot of subvolume SOURCE as DEST on an unmounted filesystem, as\n"
+	"`btrfs subvolume snapshot` does on a mounted one: a new subvolume sharing\n"
+	"all of SOURCE's data and metadata.  Paths are from the top level (\"/\" is\n"
+	"the top-level subvolume itself) unless --subvol/--subvolid says otherwise.\n"
+	"If DEST is an existing directory, the snapshot goes inside it under\n"
+	"SOURCE's name.  Subvolumes inside SOURCE are not included: the snapshot\n"
+	"shows an empty directory in their place.  EXPERIMENTAL, as every write.\n"
+	"\n"
+	"  -r                  make the snapshot read-only\n"
+	"  --device PATH       another device of the filesystem (repeatable)\n"
+	"  --subvol PATH       paths are from this subvolume (path from the top level)\n"
+	"  --subvolid ID       paths are from the subvolume with this id\n";
+
+static const struct option longopts[] = {
+	CLI_FS_LONGOPTS,
+	{ "help", no_argument, NULL, 'h' },
+	{ NULL, 0, NULL, 0 },
+};
+
+/* The last component of path (trailing slashes ignored) into name; false
+ * when there is none ("/", ""). */
+static bool last_name(const char *path, char *name, size_t size, size_t *dirlen)
+{
+	size_t end = strlen(path);
+
+	while (end > 0 && path[end - 1] == '/')
+		end--;
+	size_t start = end;
+	while (start > 0 && path[start - 1] != '/')
+		start--;
+	if (end == start || end - start >= size)
+		return false;
+	memcpy(name, path + start, end - start);
+	name[end - start] = 0;
+	*dirlen = start;
+	return true;
+}
+
+int cmd_subvolume_snapshot(int argc, char **argv)
+{
+	struct cli_fs_args a = { 0 };
+	bool readonly = false;
+	int c;
+
+	optind = 1;
+	while ((c = getopt_long(argc, argv, "rh", longopts, NULL)) != -1) {
+		int r = cli_fs_common_opt(&a, c, optarg);
+		if (r < 0)
+			return 1;
+		if (r)
+			continue;
+		if (c == 'h') {
+			fputs(cmd_subvolume_snapshot_usage, stdout);
+			return 0;
+		}
+		if (c == 'r') {
+			readonly = true;
+			continue;
+		}
+		return cli_usage_error("subvolume snapshot", "invalid option");
+	}
+	if (argc - optind < 3)
+		return cli_usage_error("subvolume snapshot", "a DEVICE, a SOURCE and a DEST are required");
+	for (int i = argc - 3; i >= optind; i--) {
+		if (a.ndev >= CLI_MAX_DEVICES)
+			return cli_usage_error("subvolume snapshot", "too many devices");
+		memmove(&a.devices[1], &a.devices[0], a.ndev * sizeof(a.devices[0]));
+		a.devices[0] = argv[i];
+		a.ndev++;
+	}
+	const char *src = argv[argc - 2], *dest = argv[argc - 1];
+	if (!a.subvolid && !a.subvol_path)
+		a.subvolid = 5;
+	a.rdwr = true;
+
+	ubtrfs_fs *fs;
+	ubtrfs_ino root;
+	if (cli_fs_open(&a, &fs, &root)) {
+		cli_fs_args_release(&a);
+		return 1;
+	}
+	struct ubtrfs_stat sst, dst;
+	char name[256], *dir = NULL;
+	bool into = false;
+	size_t dirlen = 0;
+	int ret = ubtrfs_resolve(fs, root, src, &sst);
+	if (ret) {
+		fprintf(stderr, "ubtrfs: %s: %s\n", src, ubtrfs_strerror(ret));
+		goto out;
+	}
+	if (sst.id.ino != 256 || !S_ISDIR(sst.mode)) {
+		fprintf(stderr, "ubtrfs: %s: not a subvolume\n", src);
+		ret = -EINVAL;
+		goto out;
+	}
+	ret = ubtrfs_resolve(fs, root, dest, &dst);
+	if (ret == 0 && S_ISDIR(dst.mode)) {
+		/* Into an existing directory, under the source's name. */
+		into = true;
+		if (!last_name(src, name, sizeof(name), &dirlen)) {
+			fprintf(stderr, "ubtrfs: %s exists; give the snapshot a new name\n", dest);
+			ret = -EEXIST;
+			goto out;
+		}
+	} else if (ret == 0) {
+		fprintf(stderr, "ubtrfs: %s: %s\n", dest, ubtrfs_strerror(-EEXIST));
+		ret = -EEXIST;
+		goto out;
+	} else if (ret == -ENOENT) {
+		if (!last_name(dest, name, sizeof(name), &dirlen)) {
+			fprintf(stderr, "ubtrfs: %s: not a valid name\n", dest);
+			ret = -EINVAL;
+			goto out;
+		}
+		dir = strndup(dest, dirlen);
+		ret = dir ? ubtrfs_resolve(fs, root, *dir ? dir : "/", &dst) : -ENOMEM;
+		if (!ret && !S_ISDIR(dst.mode))
+			ret = -ENOTDIR;
+		if (ret) {
+			fprintf(stderr, "ubtrfs: %s: %s\n", *dir ? dir : "/", ubtrfs_strerror(ret));
+			goto out;
+		}
+	} else {
+		fprintf(stderr, "ubtrfs: %s: %s\n", dest, ubtrfs_strerror(ret));
+		goto out;
+	}
+	uint64_t id = 0;
+	ret = ubtrfs_snapshot(fs, sst.id.subvol, dst.id, name, readonly, &id);
+	if (ret)
+		fprintf(stderr, "ubtrfs: snapshot of %s as %s: %s\n", src, dest, ubtrfs_strerror(ret));
+	else
+		printf("Create a%s snapshot of '%s' in '%s%s%s' (id %" PRIu64 ")\n",
+		       readonly ? " readonly" : "", src, dest, into ? "/" : "", into ? name : "", id);
+out:
+	free(dir);
+	ubtrfs_close(fs);
+	cli_fs_args_release(&a);
+	return ret ? 1 : 0;
+}

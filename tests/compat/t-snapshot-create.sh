@@ -1,0 +1,271 @@
+#!/bin/bash
+# t-snapshot-create: `ubtrfs subvolume snapshot` on unmounted images, judged
+# by btrfs check and by the kernel making the same snapshots.
+#
+# For each cell (the filesystem's maker and node size):
+#   1. mkfs; the kernel mounts it and builds the top level: the workload
+#      (small profile, --btrfs: nested subvolumes, snapshots, reflinks,
+#      compression, nodatacow) in w/, and 1,500 files in many/ (several
+#      tree levels at 4 KiB nodes); subvolume sv with the workload and
+#      files of its own.  Unmount; a copy of the image for the kernel.
+#   2. The same four snapshots, by `ubtrfs subvolume snapshot` on the image
+#      (btrfs check --readonly clean after each) and by the kernel's
+#      `btrfs subvolume snapshot` on the copy:
+#        - the top level into itself (/s-top), writable;
+#        - sv, read-only (-r), as /s-ro;
+#        - sv into the existing directory /w (it becomes /w/sv);
+#        - /s-top (a snapshot) as /sv/s-nested, in another subvolume.
+#   3. The kernel mounts both read-only.  Equal: the manifests of the whole
+#      tree (every subvolume, placeholders of nested subvolumes, inode
+#      numbers, data, xattrs; atime and ctime left out, and the mtime of
+#      the directories that got the new names); `btrfs subvolume list` (ids,
+#      parents, paths; generations left out); the ro property of each
+#      snapshot; each snapshot's parent uuid is its source's uuid, its own
+#      uuid new; as many uuid tree entries as the kernel's.
+#   4. The kernel mounts the image read-write and changes sv, s-top and
+#      w/sv (files written, removed, renamed); btrfs check clean; s-ro and
+#      s-nested unchanged (manifests).
+#   5. ubtrfs's own read-write mount (FUSE) writes into s-top and sv - the
+#      engine copying blocks the snapshots share; btrfs check clean; the
+#      kernel reads the new files; s-ro and s-nested unchanged again.
+#   6. Refusals, each leaving the image unchanged (btrfs check; the same
+#      list): a SOURCE that is not a subvolume, a DEST that exists, a DEST
+#      whose parent does not exist, a read-only parent subvolume (s-ro).
+#
+# Needs root, loop devices, kernel btrfs, btrfs-progs, python3; step 5
+# also FUSE (skipped with a message where it is missing, a failure under
+# UBTRFS_REQUIRE_ORACLE=1).
+set -euo pipefail
+
+UBTRFS_SOURCE_ROOT=${UBTRFS_SOURCE_ROOT:-$(cd "$(dirname "$0")/../.." && pwd -P)}
+# shellcheck source=lib.sh
+. "$UBTRFS_SOURCE_ROOT/tests/compat/lib.sh"
+
+oracle_require_kernel_btrfs
+oracle_require_python
+oracle_require_ubtrfs
+oracle_init
+
+T=$ORACLE_TMP
+FAILS=0
+fail() {
+	echo "FAIL: $*"
+	FAILS=$((FAILS + 1))
+}
+
+# many_files DIR N SEED: N small and some larger files in DIR.
+many_files() {
+	"$ORACLE_PYTHON" - "$@" <<'EOF'
+import os, random, sys
+d, n, seed = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+rng = random.Random(seed)
+os.makedirs(d, exist_ok=True)
+for i in range(n):
+    size = rng.choice([0, 10, 300, 2000, 5000, 70000]) if i % 50 else 300000
+    with open(os.path.join(d, "f%05d" % i), "wb") as f:
+        f.write(bytes(rng.getrandbits(8) for _ in range(min(size, 97))) * (size // 97 + 1))
+EOF
+}
+
+# manifest MNT OUT: the whole tree, for comparing two filesystems that made
+# the same snapshots at different times: no atime/ctime, and no mtime for
+# the directories that received the new names.
+manifest() {
+	oracle_manifest "$1" --inodes --no-atime --no-ctime >"$2.raw" || return 1
+	"$ORACLE_PYTHON" - "$2.raw" >"$2" <<'EOF'
+import re, sys
+touched = {".", "w", "sv", "s-top", "sv/s-nested"}
+for line in open(sys.argv[1]):
+    path = line.split(" ", 1)[0]
+    if path in touched:
+        line = re.sub(r" mtime=\S+", "", line)
+    sys.stdout.write(line)
+EOF
+}
+
+# subvols MNT: `btrfs subvolume list` of a kernel mount, without
+# generations.
+subvols() {
+	btrfs subvolume list "$1" | sed -E 's/ gen [0-9]+//' | sort
+}
+
+# uuid_of MNT/PATH [Parent]: a subvolume's uuid, or its parent uuid.
+uuid_of() {
+	btrfs subvolume show "$1" | awk -v p="${2:-}" '
+		p == "" && $1 == "UUID:" { print $2 }
+		p != "" && $1 == "Parent" && $2 == "UUID:" { print $3 }'
+}
+
+snap_ubtrfs() {
+	local img=$1 what=$2
+	shift 2
+	local out
+	if ! out=$("$UBTRFS" subvolume snapshot "$@" 2>&1); then
+		printf '%s\n' "$out"
+		fail "$what: ubtrfs subvolume snapshot $* failed"
+		return 1
+	fi
+	oracle_check_clean "$what" "$img" || fail "$what: btrfs check after the snapshot"
+}
+
+cell() {
+	local name=$1 maker=$2 opts=$3
+	local img=$T/$name.img kimg=$T/$name.k.img m=$T/$name.m k=$T/$name.k
+	echo "== $name ($maker $opts)"
+	rm -f "$img" "$kimg"
+	truncate -s 1G "$img"
+	oracle_mkfs_with "$maker" "$opts" "$img" || { fail "$name: mkfs"; return; }
+	oracle_kmount "$m" "$img" || { fail "$name: kernel mount"; return; }
+	mkdir "$m/w"
+	oracle_workload --seed 3 --profile small --btrfs "$m/w" >/dev/null
+	many_files "$m/many" 1500 7
+	btrfs subvolume create "$m/sv" >/dev/null
+	mkdir "$m/sv/w"
+	oracle_workload --seed 5 --profile small "$m/sv/w" >/dev/null
+	many_files "$m/sv/many" 400 9
+	oracle_kumount "$m"
+	cp --sparse=always "$img" "$kimg"
+
+	# 2. The snapshots, both ways.
+	local src dst ro
+	local -a ops=("- / /s-top" "r /sv /s-ro" "- /sv /w" "- /s-top /sv/s-nested")
+	for op in "${ops[@]}"; do
+		read -r ro src dst <<<"$op"
+		local flag=()
+		[[ $ro == r ]] && flag=(-r)
+		snap_ubtrfs "$img" "$name: snapshot $src $dst" "${flag[@]}" "$img" "$src" "$dst" || return
+	done
+	oracle_kmount "$k" "$kimg" || { fail "$name: kernel mount of the copy"; return; }
+	for op in "${ops[@]}"; do
+		read -r ro src dst <<<"$op"
+		local flag=()
+		[[ $ro == r ]] && flag=(-r)
+		btrfs subvolume snapshot "${flag[@]}" "$k$src" "$k$dst" >/dev/null ||
+			fail "$name: kernel snapshot $src $dst"
+	done
+	oracle_kumount "$k"
+
+	# 3. The same filesystem.
+	oracle_kmount -o ro "$m" "$img" || { fail "$name: kernel mount after the snapshots"; return; }
+	oracle_kmount -o ro "$k" "$kimg" || { fail "$name: kernel mount of the copy"; return; }
+	subvols "$m" >"$T/$name.sv.u"
+	subvols "$k" >"$T/$name.sv.k"
+	[[ $(wc -l <"$T/$name.sv.u") -ge 8 ]] || fail "$name: too few subvolumes listed"
+	cmp -s "$T/$name.sv.k" "$T/$name.sv.u" ||
+		{ diff "$T/$name.sv.k" "$T/$name.sv.u" | head -20; fail "$name: subvolume lists differ"; }
+	manifest "$m" "$T/$name.man.u" || fail "$name: manifest of ours"
+	manifest "$k" "$T/$name.man.k" || fail "$name: manifest of the kernel's"
+	if ! cmp -s "$T/$name.man.k" "$T/$name.man.u"; then
+		oracle_manifest_diff "$T/$name.man.k" "$T/$name.man.u" | head -20
+		fail "$name: the snapshots differ from the kernel's"
+	fi
+	local p want got
+	for p in s-top s-ro w/sv sv/s-nested; do
+		want=$(btrfs property get -ts "$k/$p" ro)
+		got=$(btrfs property get -ts "$m/$p" ro)
+		[[ $want == "$got" ]] || fail "$name: $p: $got (the kernel's: $want)"
+	done
+	# Parent uuids: as the kernel's where the source is older than both
+	# images (the same uuid in the copy); s-nested's is our s-top's.
+	for p in s-top s-ro w/sv; do
+		want=$(uuid_of "$k/$p" Parent)
+		got=$(uuid_of "$m/$p" Parent)
+		[[ -n $want && $want != - && $got == "$want" ]] ||
+			fail "$name: $p: parent uuid $got, the kernel's $want"
+	done
+	want=$(uuid_of "$m/s-top")
+	got=$(uuid_of "$m/sv/s-nested" Parent)
+	[[ -n $want && $got == "$want" ]] || fail "$name: sv/s-nested: parent uuid $got, want $want"
+	[[ $(uuid_of "$m/s-top") != "$(uuid_of "$k/s-top")" ]] || fail "$name: s-top's uuid is not new"
+	# The uuid tree: an entry per subvolume, as the kernel's.
+	local nu nk
+	nu=$(btrfs inspect-internal dump-tree -t uuid "$img" | grep -c UUID_KEY_SUBVOL || true)
+	nk=$(btrfs inspect-internal dump-tree -t uuid "$kimg" | grep -c UUID_KEY_SUBVOL || true)
+	[[ $nu == "$nk" && $nu -ge 8 ]] || fail "$name: $nu uuid tree entries, the kernel's $nk"
+	oracle_manifest "$m/s-ro" --inodes >"$T/$name.ro.0"
+	oracle_manifest "$m/sv/s-nested" --inodes >"$T/$name.nested.0"
+	oracle_kumount "$m"
+	oracle_kumount "$k"
+
+	# 4. The kernel writes into the snapshots and their sources.
+	oracle_kmount "$m" "$img" || { fail "$name: kernel read-write mount"; return; }
+	echo "new in sv" >"$m/sv/new-k"
+	dd if=/dev/urandom of="$m/s-top/many/f00001" bs=64k count=3 conv=notrunc status=none
+	rm -f "$m/w/sv/many/f00002" "$m/s-top/many/f00003"
+	mv "$m/sv/many/f00004" "$m/sv/many/renamed"
+	oracle_kumount "$m"
+	oracle_check_clean "$name: after the kernel's writes" "$img" || fail "$name: check after the kernel's writes"
+	oracle_kmount -o ro "$m" "$img" || { fail "$name: kernel mount"; return; }
+	oracle_manifest "$m/s-ro" --inodes >"$T/$name.ro.1"
+	oracle_manifest "$m/sv/s-nested" --inodes >"$T/$name.nested.1"
+	cmp -s "$T/$name.ro.0" "$T/$name.ro.1" || fail "$name: s-ro changed by writes elsewhere"
+	cmp -s "$T/$name.nested.0" "$T/$name.nested.1" || fail "$name: s-nested changed by writes elsewhere"
+	[[ -e $m/w/sv/many/f00002 ]] && fail "$name: w/sv/many/f00002 still there"
+	[[ -e $m/sv/many/f00002 && -e $m/s-ro/many/f00002 ]] || fail "$name: sv lost a file removed from a snapshot of it"
+	oracle_kumount "$m"
+
+	# 5. ubtrfs's read-write mount copies shared blocks.
+	if [[ ! -e /dev/fuse ]] || ! command -v fusermount3 >/dev/null; then
+		oracle_log "$name: no FUSE here: the engine's writes into the snapshots are not checked"
+		[[ ${UBTRFS_REQUIRE_ORACLE:-} == 1 ]] && fail "$name: FUSE required"
+	else
+		local f=$T/$name.f
+		mkdir -p "$f"
+		oracle_image_daemon_start rw "$img" "$f" "$T/$name.daemon.log"
+		if [[ $ORACLE_DAEMON_UP != 1 ]]; then
+			tail -5 "$T/$name.daemon.log"
+			fail "$name: ubtrfs mount -o rw did not come up"
+		else
+			head -c 100000 /dev/urandom >"$T/$name.data"
+			cp "$T/$name.data" "$f/s-top/many/by-ubtrfs"
+			cp "$T/$name.data" "$f/sv/by-ubtrfs"
+			rm -f "$f/s-top/many/f00010" "$f/sv/many/f00011"
+			echo changed >"$f/s-top/w/small-by-ubtrfs"
+			sync -f "$f/sv" || true
+			fusermount3 -u "$f" || umount "$f"
+			oracle_image_daemon_end "$name: rw mount" 1 "$ORACLE_DAEMON_PID" "$T/$name.daemon.log" 100 ||
+				fail "$name: the rw daemon"
+		fi
+		oracle_check_clean "$name: after ubtrfs's writes" "$img" || fail "$name: check after ubtrfs's writes"
+		oracle_kmount -o ro "$m" "$img" || { fail "$name: kernel mount"; return; }
+		cmp -s "$T/$name.data" "$m/s-top/many/by-ubtrfs" || fail "$name: s-top/many/by-ubtrfs"
+		cmp -s "$T/$name.data" "$m/sv/by-ubtrfs" || fail "$name: sv/by-ubtrfs"
+		[[ -e $m/s-top/many/f00010 || -e $m/sv/many/f00011 ]] && fail "$name: removed files still there"
+		[[ -e $m/many/f00010 && -e $m/s-ro/many/f00011 ]] || fail "$name: a source lost a file removed from its snapshot"
+		oracle_manifest "$m/s-ro" --inodes >"$T/$name.ro.2"
+		oracle_manifest "$m/sv/s-nested" --inodes >"$T/$name.nested.2"
+		cmp -s "$T/$name.ro.0" "$T/$name.ro.2" || fail "$name: s-ro changed by ubtrfs's writes"
+		cmp -s "$T/$name.nested.0" "$T/$name.nested.2" || fail "$name: s-nested changed by ubtrfs's writes"
+		oracle_kumount "$m"
+	fi
+
+	# 6. Refusals leave the image as it was.
+	local before after
+	oracle_kmount -o ro "$m" "$img" || { fail "$name: kernel mount"; return; }
+	before=$(subvols "$m")
+	oracle_kumount "$m"
+	local -a bad=("/many /x" "/sv /many/f00000" "/sv /nope/x" "/sv /s-ro/x")
+	for p in "${bad[@]}"; do
+		read -r src dst <<<"$p"
+		if "$UBTRFS" subvolume snapshot "$img" "$src" "$dst" >"$T/$name.refuse" 2>&1; then
+			fail "$name: snapshot $src $dst was made"
+		elif ! grep -q . "$T/$name.refuse"; then
+			fail "$name: snapshot $src $dst refused without a message"
+		fi
+	done
+	oracle_kmount -o ro "$m" "$img" || { fail "$name: kernel mount"; return; }
+	after=$(subvols "$m")
+	oracle_kumount "$m"
+	[[ $before == "$after" ]] || fail "$name: a refused snapshot changed the subvolumes"
+	oracle_check_clean "$name: after the refusals" "$img" || fail "$name: check after the refusals"
+	rm -f "$img" "$kimg" "$T/$name".*.raw
+}
+
+cell kernel4k mkfs.btrfs "-n 4096"
+cell ubtrfs16k ubtrfs ""
+
+if ((FAILS)); then
+	echo "t-snapshot-create: $FAILS failure(s)"
+	exit 1
+fi
+echo "t-snapshot-create: ok"
