@@ -303,6 +303,12 @@ print(f, d, l, f + d + l, b)' "$1") || bench_fail "cannot read $1"
 	} >>"$META"
 }
 
+# Do the selected workloads need the tree extracted into a directory
+# (mkfs --rootdir; the snapshot workloads' image is made from it)?
+bench_wants_rootdir() {
+	bench_wants mkfs-rootdir || bench_wants snapshot-small || bench_wants snapshot-large
+}
+
 # Do the selected workloads extract the tree through the mounts?
 bench_wants_tarball() {
 	bench_wants untar || bench_wants rm-tree
@@ -311,7 +317,7 @@ bench_wants_tarball() {
 TARBALL=
 bench_setup_data() {
 	local tarball=$T/tree.tar
-	if ! bench_wants_images && ! bench_wants mkfs-rootdir && ! bench_wants_tarball; then
+	if ! bench_wants_images && ! bench_wants_rootdir && ! bench_wants_tarball; then
 		bench_log "no data needed (only mkfs and file-creating write workloads selected)"
 		printf 'images=no images and no tree were built (only mkfs and write workloads that make their own data)\n' >>"$META"
 		return 0
@@ -324,7 +330,7 @@ bench_setup_data() {
 	# mkfs-rootdir's source: the same tree, extracted into a directory on the
 	# disk that holds the images.
 	ROOTDIR=
-	if bench_wants mkfs-rootdir; then
+	if bench_wants_rootdir; then
 		ROOTDIR=$T/rootdir
 		bench_log "mkfs --rootdir source: the tree extracted into $ROOTDIR"
 		mkdir -p -- "$ROOTDIR"
@@ -1112,7 +1118,7 @@ bench_targets_for() {
 		case $wl in
 		memory) [[ $t == ubtrfs ]] || continue ;;
 		get-cold) bench_is_ubtrfs "$t" || [[ $t == kernel-btrfs ]] || continue ;;
-		mkfs | mkfs-rootdir | mount-large | mount-large-rw)
+		mkfs | mkfs-rootdir | mount-large | mount-large-rw | snapshot-*)
 			[[ $t == ubtrfs || $t == kernel-btrfs ]] || continue ;;
 		esac
 		printf '%s\n' "$t"
@@ -1128,6 +1134,7 @@ bench_run_one() {
 	mount-large | mount-large-rw) bench_run_mount_large "$wl" "$t" "$rep"; return ;;
 	memory) bench_run_memory "$t" "$rep"; return ;;
 	mkfs | mkfs-rootdir) bench_run_mkfs "$wl" "$t" "$rep"; return ;;
+	snapshot-*) bench_run_snapshot "$wl" "$t" "$rep"; return ;;
 	esac
 	if bench_is_write_wl "$wl"; then
 		bench_run_write "$wl" "$t" "$rep"
@@ -1367,6 +1374,67 @@ bench_run_memory() {
 # first, so the source tree (and the tool's binary) is read cold; mkfs leaves
 # them warm (it reads nothing but its binary, loaded by an unmeasured run at
 # the first repetition).  CPU and peak RSS are the tool's (/usr/bin/time).
+# The snapshot workloads' filesystem: `mkfs.btrfs --rootdir` of the tree
+# (the top level: the large subvolume) plus a subvolume `small` of ten
+# small files made by the kernel; one copy for each target, so that each
+# takes its snapshots of the same filesystem.
+SNAP_IMG_U=
+SNAP_IMG_K=
+bench_snapshot_images() {
+	[[ -n $SNAP_IMG_U ]] && return 0
+	local img i
+	img=$(oracle_image snap-k.img 4G)
+	bench_log "snapshot: mkfs.btrfs --rootdir of the tree, and a subvolume of ten files"
+	mkfs.btrfs -f -q --rootdir "$ROOTDIR" "$img" >>"$LOG" 2>&1 ||
+		bench_fail "mkfs.btrfs --rootdir for the snapshot workloads"
+	bench_kmount btrfs "$img" "$T/pop-snap" || bench_fail "kernel mount of $img"
+	btrfs subvolume create "$T/pop-snap/small" >>"$LOG" 2>&1 || bench_fail "btrfs subvolume create"
+	for ((i = 0; i < 10; i++)); do
+		printf 'file %d\n' "$i" >"$T/pop-snap/small/f$i"
+	done
+	bench_kumount "$T/pop-snap"
+	SNAP_IMG_K=$img
+	SNAP_IMG_U=$T/snap-u.img
+	cp --sparse=always -- "$SNAP_IMG_K" "$SNAP_IMG_U" || bench_fail "copying $img"
+	mkdir -p -- "$T/mnt-snap"
+}
+
+# One snapshot: `ubtrfs subvolume snapshot IMG SRC /NAME` of the unmounted
+# image against the kernel's `btrfs subvolume snapshot` on a mount of its
+# copy (the mount and unmount outside the time; the kernel's snapshot
+# commits before the command returns, as ubtrfs's does).  Caches warm.
+bench_run_snapshot() {
+	local wl=$1 t=$2 rep=$3 src=/ name n want u s m
+	[[ $wl == snapshot-small ]] && src=/small
+	name=s-$wl-$rep
+	bench_snapshot_images
+	if [[ $t == ubtrfs ]]; then
+		sync
+		bench_time /usr/bin/time -f '%U %S %M' -o "$T/time" "$UB" subvolume snapshot \
+			"$SNAP_IMG_U" "$src" "/$name"
+		read -r u s m <"$T/time"
+		bench_kmount -r btrfs "$SNAP_IMG_U" "$T/mnt-snap" || bench_fail "$wl: the kernel does not mount ubtrfs's image"
+	else
+		bench_kmount btrfs "$SNAP_IMG_K" "$T/mnt-snap" || bench_fail "$wl: kernel mount of $SNAP_IMG_K"
+		sync
+		bench_time /usr/bin/time -f '%U %S %M' -o "$T/time" btrfs subvolume snapshot \
+			"$T/mnt-snap$src" "$T/mnt-snap/$name"
+		read -r u s m <"$T/time"
+	fi
+	# Outside the time: the snapshot holds what its source holds.
+	if [[ $wl == snapshot-small ]]; then
+		n=$(find "$T/mnt-snap/$name" -type f | wc -l)
+		want=10
+	else
+		n=$(find "$T/mnt-snap/$name/tree" | wc -l)
+		want=$ENTRIES
+	fi
+	bench_kumount "$T/mnt-snap"
+	[[ $n == "$want" ]] || bench_fail "$wl on $t: the snapshot holds $n entries, expected $want"
+	bench_record "$wl" "$t" "$rep" "$(awk -v s="$ELAPSED" 'BEGIN { printf "%.1f", s * 1000 }')" ms \
+		"$(awk -v u="$u" -v s="$s" 'BEGIN { printf "%.2f", u + s }')" "$m" -
+}
+
 bench_mkfs_synced() {
 	local img=$1
 	shift

@@ -91,6 +91,16 @@ WORKLOADS = {
                      "the same disk, IMG a fresh 4 GiB sparse file; time until the tool has "
                      "exited and `sync IMG` has returned; page cache dropped first, so the "
                      "tree is read cold; CPU and RSS are the tool's own", False),
+    "snapshot-small": ("Snapshot of a small subvolume",
+                       "`ubtrfs subvolume snapshot IMG /small /NAME` of the unmounted image "
+                       "against the kernel's `btrfs subvolume snapshot` on a mount of a copy "
+                       "(row kernel-btrfs; the mount outside the time), `small` a subvolume of "
+                       "ten files beside the tree (made by `mkfs.btrfs --rootdir`); both commit "
+                       "before they return; caches warm; CPU and RSS are the command's own "
+                       "(the kernel's work in the ioctl counts as the command's system time)",
+                       False),
+    "snapshot-large": ("Snapshot of the tree's subvolume",
+                       "as snapshot-small, of the top level holding the whole tree", False),
 }
 # Workloads whose rows are offline tools (CPU and RSS are the tool's own, the
 # kernel-btrfs row is btrfs-progs): workload -> (ubtrfs label, progs label).
@@ -98,6 +108,8 @@ TOOL_WORKLOADS = {
     "get-cold": ("ubtrfs get", "btrfs restore"),
     "mkfs": ("ubtrfs mkfs", "mkfs.btrfs"),
     "mkfs-rootdir": ("ubtrfs mkfs --rootdir", "mkfs.btrfs --rootdir"),
+    "snapshot-small": ("ubtrfs subvolume snapshot", "btrfs subvolume snapshot (kernel)"),
+    "snapshot-large": ("ubtrfs subvolume snapshot", "btrfs subvolume snapshot (kernel)"),
 }
 WRITE_WORKLOADS = ["seqwrite", "randwrite-4k", "create-empty", "create-4k", "untar", "rm-tree"]
 MEMORY_PREFIX = "memory-cache"
@@ -358,6 +370,9 @@ def main():
       "pinned. The offline-tool workloads (`get-cold`, `mkfs`, `mkfs-rootdir`) compare "
       "ubtrfs's tool with btrfs-progs' (`btrfs restore`, `mkfs.btrfs`), recorded in the "
       "kernel-btrfs row as the btrfs reference; they run pinned like the rest. "
+      "The snapshot workloads (`snapshot-small`, `snapshot-large`) compare `ubtrfs "
+      "subvolume snapshot` of an unmounted image with the kernel's `btrfs subvolume "
+      "snapshot` on a mounted copy (kernel-btrfs row). "
       "The write workloads run each repetition on a fresh 4 GiB image made for its target "
       "(`ubtrfs mkfs` for ubtrfs, mkfs.btrfs for ubtrfs-kernelmkfs and kernel-btrfs, "
       "mkfs.ext4 without lazy init for kernel-ext4 and the passthrough) mounted read-write "

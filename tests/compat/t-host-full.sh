@@ -126,9 +126,10 @@ fill_host() {
 oracle_tmpfs "$T/small-tmpfs" 80M
 fill_host tmpfs "$T/small-tmpfs"
 # ext4 (O_DIRECT, a page cache of its own): the daemon's direct writes
-# meet the full disk there (io/bdev.c).
+# meet the full disk there (io/bdev.c; from the first write-out, not only
+# after 16 MiB as by default).
 oracle_ext4 "$T/small-ext4" "$T/ext4.img" 96M
-fill_host ext4 "$T/small-ext4"
+UBTRFS_DIRECT_WRITES=1 fill_host ext4 "$T/small-ext4"
 if ! grep -q 'direct write of [0-9]* bytes at offset [0-9]* failed' "$T/daemon-ext4.log"; then
 	oracle_log "ext4: the full disk was met outside a direct write (io_submit refused it, or a page-cache write)"
 fi

@@ -162,8 +162,13 @@ void ubt_bdev_close(struct ubt_bdev *bd)
  * after it.  A write that fails or comes back short is made again through
  * the page cache before any later write-out that could overlap it, and
  * the device writes through the page cache from then on.  A fork waits for the writes in
- * flight (fork_prepare).  UBTRFS_DIRECT_WRITES=0 in the environment turns
- * direct writes off.
+ * flight (fork_prepare).  A device starts writing directly only once
+ * DIRECT_AFTER bytes of runs have gone out through it: an AIO context
+ * costs its process an RCU grace period when it goes (io_destroy, or the
+ * exit: 30-40 ms here), which a short job - a mkfs, a snapshot, a small
+ * commit - would pay for nothing (idle contexts are kept for the next
+ * device: aio_take).  UBTRFS_DIRECT_WRITES=0 in the environment turns
+ * direct writes off, =1 starts them at the first run (tests).
  *
  * Nothing reads around the runs and the writes in flight: a read that
  * touches them takes their bytes (newest last), and the mapping is not
@@ -192,6 +197,7 @@ void ubt_bdev_close(struct ubt_bdev *bd)
  * before.  Direct writes need none of it.
  */
 #define WB_CHUNK	((uint64_t)4 << 20)
+#define DIRECT_AFTER	((uint64_t)16 << 20)	/* bytes of runs before direct writes */
 
 #if defined(__linux__) && defined(O_DIRECT) && defined(SYS_io_setup)
 #define HAVE_DIRECT 1
@@ -233,6 +239,8 @@ struct file_priv {
 	struct slot slot[SLOTS];
 	unsigned busy;			/* slots in flight (not failed) */
 	uint64_t ndirect;		/* direct writes submitted (ubt_bdev_direct_writes) */
+	uint64_t direct_after;		/* bytes of runs to go out before direct writes */
+	uint64_t runs_out;		/* bytes of runs gone out so far (up to direct_after) */
 	uint64_t clock, seq;
 	bool no_direct;			/* a direct write failed: page cache only */
 	int pend_err;			/* a failed write-out (sticky) */
@@ -301,6 +309,59 @@ static void fork_done(void)
 static void direct_atfork(void)
 {
 	(void)pthread_atfork(fork_prepare, fork_done, fork_done);
+}
+
+/*
+ * Idle AIO contexts of this process, kept for the next device opened:
+ * io_destroy waits for an RCU grace period (30-40 ms measured here), which
+ * every close - the end of every write command - would otherwise pay.  A
+ * context is put here only with nothing in flight; the kernel frees what
+ * is left at exit.  A fork's child has none of them (fork does not
+ * inherit AIO contexts): entries of another process are dropped.
+ */
+#define AIO_POOL 4
+static pthread_mutex_t aio_pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static aio_context_t aio_pool[AIO_POOL];
+static pid_t aio_pool_pid[AIO_POOL];
+
+/* A context for this process: an idle one kept, else a new one (0 and
+ * errno set when io_setup fails). */
+static aio_context_t aio_take(void)
+{
+	aio_context_t ctx = 0;
+	pid_t me = getpid();
+
+	pthread_mutex_lock(&aio_pool_mu);
+	for (int i = 0; i < AIO_POOL && !ctx; i++) {
+		if (aio_pool[i] && aio_pool_pid[i] == me)
+			ctx = aio_pool[i];
+		if (aio_pool[i] && (ctx || aio_pool_pid[i] != me))
+			aio_pool[i] = 0;
+	}
+	pthread_mutex_unlock(&aio_pool_mu);
+	if (!ctx && syscall(SYS_io_setup, (long)SLOTS, &ctx) < 0)
+		ctx = 0;
+	return ctx;
+}
+
+/* Done with an idle context of this process: kept, or destroyed when the
+ * pool is full. */
+static void aio_give(aio_context_t ctx)
+{
+	pid_t me = getpid();
+	bool kept = false;
+
+	pthread_mutex_lock(&aio_pool_mu);
+	for (int i = 0; i < AIO_POOL && !kept; i++) {
+		if (!aio_pool[i] || aio_pool_pid[i] != me) {
+			aio_pool[i] = ctx;
+			aio_pool_pid[i] = me;
+			kept = true;
+		}
+	}
+	pthread_mutex_unlock(&aio_pool_mu);
+	if (!kept)
+		(void)syscall(SYS_io_destroy, ctx);
 }
 #endif
 
@@ -559,11 +620,15 @@ static bool run_direct(struct ubt_bdev *bd, struct file_priv *fp, struct run *r)
 
 	if (fp->dfd < 0 || fp->no_direct || off % DIO_ALIGN || len % DIO_ALIGN)
 		return false;
+	if (fp->runs_out < fp->direct_after) {
+		fp->runs_out += len;	/* a short job: no AIO context yet */
+		return false;
+	}
 	if (fp->busy)
 		reap(bd, fp, 0);
 	if (!fp->aio || fp->aio_pid != getpid()) {
-		aio_context_t ctx = 0;
-		if (fp->no_direct || syscall(SYS_io_setup, (long)SLOTS, &ctx) < 0) {
+		aio_context_t ctx = fp->no_direct ? 0 : aio_take();
+		if (!ctx) {
 			fp->no_direct = true;
 			return false;
 		}
@@ -942,8 +1007,14 @@ static void file_destroy(struct ubt_bdev *bd)
 	if (bd->map)
 		munmap((void *)(uintptr_t)bd->map, (size_t)bd->size);
 #ifdef HAVE_DIRECT
-	if (fp->aio && fp->aio_pid == getpid())
-		(void)syscall(SYS_io_destroy, fp->aio);
+	/* all_out waited for every write in flight (or abandoned them,
+	 * destroying the context): an idle context goes back to the pool. */
+	if (fp->aio && fp->aio_pid == getpid()) {
+		if (fp->busy)
+			(void)syscall(SYS_io_destroy, fp->aio);
+		else
+			aio_give(fp->aio);
+	}
 #endif
 	if (fp->dfd >= 0)
 		close(fp->dfd);
@@ -1049,6 +1120,7 @@ static void open_direct(const char *path, const struct stat *st, struct ubt_bdev
 
 	if (e && !strcmp(e, "0"))
 		return;
+	fp->direct_after = e && !strcmp(e, "1") ? 0 : DIRECT_AFTER;
 	int dfd = open(path, O_RDWR | O_DIRECT | O_CLOEXEC);
 	if (dfd < 0)
 		return;
