@@ -422,7 +422,10 @@ UBTRFS_API int ubtrfs_forget(ubtrfs_fs *fs, ubtrfs_ino id, uint64_t n);
  * parent_uuid = src's uuid.  Inside the snapshot, an entry for another
  * subvolume is an empty directory, as on the kernel (a snapshot made inside
  * src does not hold its own name).  The call commits what came before,
- * and ends with a commit: on success the snapshot is on disk.
+ * and ends with a commit: on success the snapshot is on disk.  -EAGAIN
+ * when other writers kept changing src between that first commit and the
+ * copy (eight times); -EOPNOTSUPP for a source whose root has old-style
+ * or relocation back references.
  */
 UBTRFS_API int ubtrfs_snapshot(ubtrfs_fs *fs, uint64_t src, ubtrfs_ino dir, const char *name,
 			       bool readonly, uint64_t *id);

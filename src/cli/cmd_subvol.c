@@ -33,9 +33,9 @@ static const struct option longopts[] = {
 	{ NULL, 0, NULL, 0 },
 };
 
-/* The last component of path (trailing slashes ignored) into name; false
- * when there is none ("/", ""). */
-static bool last_name(const char *path, char *name, size_t size, size_t *dirlen)
+/* The last component of path (trailing slashes ignored) into name: 0,
+ * -EINVAL when there is none ("/", ""), -ENAMETOOLONG. */
+static int last_name(const char *path, char *name, size_t size, size_t *dirlen)
 {
 	size_t end = strlen(path);
 
@@ -44,12 +44,14 @@ static bool last_name(const char *path, char *name, size_t size, size_t *dirlen)
 	size_t start = end;
 	while (start > 0 && path[start - 1] != '/')
 		start--;
-	if (end == start || end - start >= size)
-		return false;
+	if (end == start)
+		return -EINVAL;
+	if (end - start >= size)
+		return -ENAMETOOLONG;
 	memcpy(name, path + start, end - start);
 	name[end - start] = 0;
 	*dirlen = start;
-	return true;
+	return 0;
 }
 
 int cmd_subvolume_snapshot(int argc, char **argv)
@@ -113,9 +115,14 @@ int cmd_subvolume_snapshot(int argc, char **argv)
 	if (ret == 0 && S_ISDIR(dst.mode)) {
 		/* Into an existing directory, under the source's name. */
 		into = true;
-		if (!last_name(src, name, sizeof(name), &dirlen)) {
+		ret = last_name(src, name, sizeof(name), &dirlen);
+		if (ret == -EINVAL) {
 			fprintf(stderr, "ubtrfs: %s exists; give the snapshot a new name\n", dest);
 			ret = -EEXIST;
+			goto out;
+		}
+		if (ret) {
+			fprintf(stderr, "ubtrfs: %s: %s\n", src, ubtrfs_strerror(ret));
 			goto out;
 		}
 	} else if (ret == 0) {
@@ -123,9 +130,10 @@ int cmd_subvolume_snapshot(int argc, char **argv)
 		ret = -EEXIST;
 		goto out;
 	} else if (ret == -ENOENT) {
-		if (!last_name(dest, name, sizeof(name), &dirlen)) {
-			fprintf(stderr, "ubtrfs: %s: not a valid name\n", dest);
-			ret = -EINVAL;
+		ret = last_name(dest, name, sizeof(name), &dirlen);
+		if (ret) {
+			fprintf(stderr, "ubtrfs: %s: %s\n", dest,
+				ret == -EINVAL ? "not a valid name" : ubtrfs_strerror(ret));
 			goto out;
 		}
 		dir = strndup(dest, dirlen);

@@ -1066,9 +1066,10 @@ int ubtrfs_snapshot(ubtrfs_fs *f, uint64_t src, ubtrfs_ino dir, const char *name
 				      readonly, op.now, &nid);
 		if (!ret)
 			ret = commit_locked(f);
-		if (ret == -EAGAIN && ++tries < 8)
-			ret = op_end(&op, 0) ? ret : OP_RETRY;
-		else
+		if (ret == -EAGAIN && ++tries < 8) {
+			int e = op_end(&op, 0);
+			ret = e ? e : OP_RETRY;
+		} else
 			ret = op_end_retry(&op, ret, &pass);
 	} while (ret == OP_RETRY);
 	if (!ret && id)

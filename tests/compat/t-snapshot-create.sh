@@ -7,21 +7,26 @@
 #      (small profile, --btrfs: nested subvolumes, snapshots, reflinks,
 #      compression, nodatacow) in w/, and 1,500 files in many/ (several
 #      tree levels at 4 KiB nodes); subvolume sv with the workload and
-#      files of its own.  Unmount; a copy of the image for the kernel.
+#      files of its own; recv/ro0, a received subvolume (btrfs send |
+#      btrfs receive of a read-only snapshot of sv).  Unmount; a copy of
+#      the image for the kernel.
 #   2. The same four snapshots, by `ubtrfs subvolume snapshot` on the image
 #      (btrfs check --readonly clean after each) and by the kernel's
 #      `btrfs subvolume snapshot` on the copy:
 #        - the top level into itself (/s-top), writable;
 #        - sv, read-only (-r), as /s-ro;
 #        - sv into the existing directory /w (it becomes /w/sv);
-#        - /s-top (a snapshot) as /sv/s-nested, in another subvolume.
+#        - /s-top (a snapshot) as /sv/s-nested, in another subvolume;
+#        - recv/ro0, read-only, as /s-recv (keeps the received uuid).
 #   3. The kernel mounts both read-only.  Equal: the manifests of the whole
 #      tree (every subvolume, placeholders of nested subvolumes, inode
 #      numbers, data, xattrs; atime and ctime left out, and the mtime of
 #      the directories that got the new names); `btrfs subvolume list` (ids,
 #      parents, paths; generations left out); the ro property of each
 #      snapshot; each snapshot's parent uuid is its source's uuid, its own
-#      uuid new; as many uuid tree entries as the kernel's.
+#      uuid new; as many uuid tree entries of each type as the kernel's;
+#      the snapshots' ROOT_ITEMs as btrfs-progs prints them, but for the
+#      root block's address, the uuids and otime.
 #   4. The kernel mounts the image read-write and changes sv, s-top and
 #      w/sv (files written, removed, renamed); btrfs check clean; s-ro and
 #      s-nested unchanged (manifests).
@@ -89,6 +94,42 @@ subvols() {
 	btrfs subvolume list "$1" | sed -E 's/ gen [0-9]+//' | sort
 }
 
+# root_items IMG ID...: the ROOT_ITEMs of these trees as btrfs-progs
+# prints them, with what must differ between two runs masked: the root
+# block's address, the uuid and parent uuid (compared on their own), otime.
+root_items() {
+	local img=$1
+	shift
+	btrfs inspect-internal dump-tree -t root "$img" | "$ORACLE_PYTHON" -c '
+import re, sys
+want = set(sys.argv[1:])
+out, cur = [], None
+for line in sys.stdin:
+    m = re.match(r"\s*item \d+ key \((\S+) (\S+) (\S+)\)", line)
+    if m:
+        cur = m.group(1) if m.group(2) == "ROOT_ITEM" and m.group(1) in want else None
+        if cur:
+            out.append("key (%s ROOT_ITEM %s)" % (cur, m.group(3)))
+        continue
+    if cur is None or not line.startswith("\t\t"):
+        cur = None
+        continue
+    line = line.strip()
+    if line.startswith(("uuid ", "parent_uuid ", "otime ")):
+        continue
+    out.append(re.sub(r"bytenr \d+", "bytenr *", line))
+print("\n".join(out))
+' "$@"
+}
+
+# uuid_count IMG TYPE: subvolume ids under uuid-tree items of one type
+# (one item holds every subvolume with that uuid).
+uuid_count() {
+	btrfs inspect-internal dump-tree -t uuid "$1" |
+		awk -v ty=" $2 " '/item [0-9]+ key / { on = index($0, ty) > 0; next }
+			on && /subvol_id/ { n++ } END { print n + 0 }'
+}
+
 # uuid_of MNT/PATH [Parent]: a subvolume's uuid, or its parent uuid.
 uuid_of() {
 	btrfs subvolume show "$1" | awk -v p="${2:-}" '
@@ -123,12 +164,18 @@ cell() {
 	mkdir "$m/sv/w"
 	oracle_workload --seed 5 --profile small "$m/sv/w" >/dev/null
 	many_files "$m/sv/many" 400 9
+	# A received subvolume (its ROOT_ITEM has a received uuid).
+	btrfs subvolume snapshot -r "$m/sv" "$m/ro0" >/dev/null
+	mkdir "$m/recv"
+	btrfs send -q "$m/ro0" | btrfs receive -q "$m/recv" ||
+		{ fail "$name: btrfs send | receive"; oracle_kumount "$m"; return; }
 	oracle_kumount "$m"
 	cp --sparse=always "$img" "$kimg"
 
 	# 2. The snapshots, both ways.
 	local src dst ro
-	local -a ops=("- / /s-top" "r /sv /s-ro" "- /sv /w" "- /s-top /sv/s-nested")
+	local -a ops=("- / /s-top" "r /sv /s-ro" "- /sv /w" "- /s-top /sv/s-nested"
+		"r /recv/ro0 /s-recv")
 	for op in "${ops[@]}"; do
 		read -r ro src dst <<<"$op"
 		local flag=()
@@ -160,14 +207,14 @@ cell() {
 		fail "$name: the snapshots differ from the kernel's"
 	fi
 	local p want got
-	for p in s-top s-ro w/sv sv/s-nested; do
+	for p in s-top s-ro w/sv sv/s-nested s-recv; do
 		want=$(btrfs property get -ts "$k/$p" ro)
 		got=$(btrfs property get -ts "$m/$p" ro)
 		[[ $want == "$got" ]] || fail "$name: $p: $got (the kernel's: $want)"
 	done
 	# Parent uuids: as the kernel's where the source is older than both
 	# images (the same uuid in the copy); s-nested's is our s-top's.
-	for p in s-top s-ro w/sv; do
+	for p in s-top s-ro w/sv s-recv; do
 		want=$(uuid_of "$k/$p" Parent)
 		got=$(uuid_of "$m/$p" Parent)
 		[[ -n $want && $want != - && $got == "$want" ]] ||
@@ -176,12 +223,31 @@ cell() {
 	want=$(uuid_of "$m/s-top")
 	got=$(uuid_of "$m/sv/s-nested" Parent)
 	[[ -n $want && $got == "$want" ]] || fail "$name: sv/s-nested: parent uuid $got, want $want"
-	[[ $(uuid_of "$m/s-top") != "$(uuid_of "$k/s-top")" ]] || fail "$name: s-top's uuid is not new"
-	# The uuid tree: an entry per subvolume, as the kernel's.
-	local nu nk
-	nu=$(btrfs inspect-internal dump-tree -t uuid "$img" | grep -c UUID_KEY_SUBVOL || true)
-	nk=$(btrfs inspect-internal dump-tree -t uuid "$kimg" | grep -c UUID_KEY_SUBVOL || true)
-	[[ $nu == "$nk" && $nu -ge 8 ]] || fail "$name: $nu uuid tree entries, the kernel's $nk"
+	for p in "s-top ." "s-ro sv" "w/sv sv" "sv/s-nested s-top" "s-recv recv/ro0"; do
+		read -r dst src <<<"$p"
+		got=$(uuid_of "$m/$dst")
+		[[ -n $got && $got != "$(uuid_of "$m/$src" 2>/dev/null)" ]] ||
+			fail "$name: $dst's uuid $got is not new"
+	done
+	# The uuid tree: an entry per subvolume, and per received uuid of a
+	# read-only subvolume, as the kernel's.
+	local nu nk ty
+	for ty in UUID_KEY_SUBVOL UUID_KEY_RECEIVED_SUBVOL; do
+		nu=$(uuid_count "$img" $ty)
+		nk=$(uuid_count "$kimg" $ty)
+		[[ $nu == "$nk" && $nu -ge 1 ]] || fail "$name: $nu $ty ids, the kernel's $nk"
+	done
+	# The snapshots' ROOT_ITEMs.
+	local ids
+	ids=$(btrfs subvolume list "$m" | awk '$NF ~ /^(s-top|s-ro|w\/sv|sv\/s-nested|s-recv)$/ {print $2}')
+	[[ $(wc -w <<<"$ids") == 5 ]] || fail "$name: snapshot ids: $ids"
+	# shellcheck disable=SC2086
+	[[ $(root_items "$img" $ids | grep -c '^key (') == 5 ]] || fail "$name: ROOT_ITEMs not found"
+	# shellcheck disable=SC2086
+	if ! diff <(root_items "$kimg" $ids) <(root_items "$img" $ids) >"$T/$name.ri.diff"; then
+		head -20 "$T/$name.ri.diff"
+		fail "$name: the snapshots' ROOT_ITEMs differ from the kernel's"
+	fi
 	oracle_manifest "$m/s-ro" --inodes >"$T/$name.ro.0"
 	oracle_manifest "$m/sv/s-nested" --inodes >"$T/$name.nested.0"
 	oracle_kumount "$m"

@@ -289,6 +289,8 @@ static enum ubt_bdev_fault fault_take(bool wait, size_t len)
 	return (enum ubt_bdev_fault)k;
 }
 
+static pthread_mutex_t aio_pool_mu;
+
 static void fork_prepare(void)
 {
 	pthread_mutex_lock(&direct_mu);
@@ -297,18 +299,29 @@ static void fork_prepare(void)
 		if (fp->busy)
 			reap(fp->bd, fp, (long)fp->busy);
 	}
+	pthread_mutex_lock(&aio_pool_mu);
 }
 
-static void fork_done(void)
+static void fork_parent(void)
 {
+	pthread_mutex_unlock(&aio_pool_mu);
 	for (struct file_priv *fp = direct_devs; fp; fp = fp->dnext)
 		pthread_mutex_unlock(&fp->lock);
 	pthread_mutex_unlock(&direct_mu);
 }
 
+static void aio_pool_forget(void);
+
+/* The child has none of the parent's AIO contexts (see aio_take). */
+static void fork_child(void)
+{
+	aio_pool_forget();
+	fork_parent();
+}
+
 static void direct_atfork(void)
 {
-	(void)pthread_atfork(fork_prepare, fork_done, fork_done);
+	(void)pthread_atfork(fork_prepare, fork_parent, fork_child);
 }
 
 /*
@@ -323,6 +336,12 @@ static void direct_atfork(void)
 static pthread_mutex_t aio_pool_mu = PTHREAD_MUTEX_INITIALIZER;
 static aio_context_t aio_pool[AIO_POOL];
 static pid_t aio_pool_pid[AIO_POOL];
+
+/* In a fork's child (aio_pool_mu held by fork_prepare). */
+static void aio_pool_forget(void)
+{
+	memset(aio_pool, 0, sizeof(aio_pool));
+}
 
 /* A context for this process: an idle one kept, else a new one (0 and
  * errno set when io_setup fails). */
@@ -1050,6 +1069,8 @@ unsigned ubt_bdev_direct_inflight(struct ubt_bdev *bd)
 void ubt_bdev_fault_direct(enum ubt_bdev_fault kind, uint64_t n)
 {
 #ifdef HAVE_DIRECT
+	if (n == 0)
+		kind = UBT_BDEV_FAULT_NONE;
 	atomic_store(&fault_kind, UBT_BDEV_FAULT_NONE);
 	atomic_store(&fault_fired, false);
 	atomic_store(&fault_left, n);

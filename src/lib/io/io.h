@@ -125,7 +125,10 @@ unsigned ubt_bdev_direct_inflight(struct ubt_bdev *bd);
  * fails as if io_getevents had (EINVAL) without being made.  The device
  * must then make the write again through the page cache, before anything
  * newer of the same bytes, as it does after a real failure.
- * ubt_bdev_fault_fired() says whether the fault set last has happened.
+ * n 0 sets no fault.  ubt_bdev_fault_fired() says whether the fault set
+ * last has happened (it was made; the host may still have refused the
+ * submission itself).  The hook costs a relaxed load per direct write-out
+ * and per wait for direct writes.
  */
 enum ubt_bdev_fault {
 	UBT_BDEV_FAULT_NONE,

@@ -304,40 +304,57 @@ static int cow_block(struct ubt_trans *t, struct ubt_wroot *root, struct ubt_eb 
 	return 0;
 }
 
+int ubt_tree_snapshot_check(struct ubt_trans *t, struct ubt_wroot *src)
+{
+	struct ubt_fs *fs = t->w->fs;
+	struct ubt_eb *eb;
+
+	if (!is_fs_tree(src->objectid) || src->objectid == BTRFS_TREE_RELOC_OBJECTID)
+		return -EINVAL;
+	/* Blocks of this transaction are changed in place: none of src may
+	 * be one when the snapshot starts sharing them. */
+	if (src->ref.generation >= t->transid)
+		return -EAGAIN;
+	int ret = ubt_read_root(&fs->tree, &src->ref, &eb);
+	if (ret)
+		return ret;
+	/* What cow_block would refuse, refused before anything changes. */
+	if (btrfs_header_backref_rev(ubt_eb_header(eb)) != BTRFS_MIXED_BACKREF_REV ||
+	    (btrfs_header_flags(ubt_eb_header(eb)) & BTRFS_HEADER_FLAG_RELOC)) {
+		ubt_log(UBT_LOG_ERROR, "the root of tree %llu uses old-style or relocation back "
+			"references; snapshotting it is not supported",
+			(unsigned long long)src->objectid);
+		ret = -EOPNOTSUPP;
+	}
+	ubt_eb_put(&fs->tree, eb);
+	return ret;
+}
+
 int ubt_tree_snapshot_root(struct ubt_trans *t, struct ubt_wroot *src, uint64_t new_id,
 			   uint64_t *bytenr, uint8_t *level)
 {
 	struct ubt_fs *fs = t->w->fs;
 	struct ubt_wroot dst = { .objectid = new_id };
 	struct ubt_eb *eb, *neb;
-	uint64_t refs, flags;
 	int ret;
 
-	if (!is_fs_tree(src->objectid) || src->objectid == BTRFS_TREE_RELOC_OBJECTID ||
-	    new_id < BTRFS_FIRST_FREE_OBJECTID || new_id > BTRFS_LAST_FREE_OBJECTID)
+	if (new_id < BTRFS_FIRST_FREE_OBJECTID || new_id > BTRFS_LAST_FREE_OBJECTID)
 		return -EINVAL;
-	/* Blocks of this transaction are changed in place: none of src may
-	 * be one when the snapshot starts sharing them. */
-	if (src->ref.generation >= t->transid)
-		return -EAGAIN;
+	ret = ubt_tree_snapshot_check(t, src);
+	if (ret)
+		return ret;
 	ret = ubt_read_root(&fs->tree, &src->ref, &eb);
 	if (ret)
 		return ret;
+	/* The source's root, copied for this transaction (its children's
+	 * references handed over as for any copy), then copied again for
+	 * the new tree. */
 	ret = cow_block(t, src, eb, NULL, 0, &eb);
 	if (ret) {
 		ubt_eb_put(&fs->tree, eb);
 		return abort_with(t, ret);
 	}
-	/* A root shared by its children's shared references (relocation
-	 * leaves such roots) would need them as well: not made here. */
-	ret = ubt_extent_info(t, eb->start, &refs, &flags);
-	if (!ret && (flags & BTRFS_BLOCK_FLAG_FULL_BACKREF)) {
-		ubt_log(UBT_LOG_ERROR, "the root of tree %llu has full back references; "
-			"snapshotting it is not supported", (unsigned long long)src->objectid);
-		ret = -EOPNOTSUPP;
-	}
-	if (!ret)
-		ret = new_block(t, &dst, eb, NULL, ubt_eb_level(eb), &neb);
+	ret = new_block(t, &dst, eb, NULL, ubt_eb_level(eb), &neb);
 	ubt_eb_put(&fs->tree, eb);
 	if (ret)
 		return abort_with(t, ret);

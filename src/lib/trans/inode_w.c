@@ -1572,10 +1572,10 @@ static int insert_copy(struct ubt_trans *t, struct ubt_wroot *r, const struct bt
 	return ret;
 }
 
-/* The new subvolume's entry in the uuid tree (where the filesystem has
- * one; without it the kernel builds the tree at its next read-write
- * mount). */
-static int uuid_add(struct ubt_trans *t, const uint8_t *uuid, uint64_t id)
+/* An entry of the uuid tree (type UUID_KEY_SUBVOL or _RECEIVED_SUBVOL:
+ * uuid -> subvolume id), where the filesystem has a uuid tree (without
+ * one the kernel builds it at its next read-write mount). */
+static int uuid_add(struct ubt_trans *t, const uint8_t *uuid, uint8_t type, uint64_t id)
 {
 	struct ubt_fs *fs = t->w->fs;
 	struct ubt_wroot *ut;
@@ -1588,7 +1588,7 @@ static int uuid_add(struct ubt_trans *t, const uint8_t *uuid, uint64_t id)
 	int ret = ubt_wroot_get(t, BTRFS_UUID_TREE_OBJECTID, &ut);
 	if (ret)
 		return ret;
-	btrfs_uuid_to_key(uuid, BTRFS_UUID_KEY_SUBVOL, &key);
+	btrfs_uuid_to_key(uuid, type, &key);
 	ubt_put_le64(v, id);
 	ret = ubt_insert_item(t, ut, &key, sizeof(v), &p);
 	if (!ret) {
@@ -1641,14 +1641,17 @@ int ubt_ns_snapshot(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uin
 		ret = -ENOENT;
 	if (!ret && (btrfs_root_flags(&sroot->item) & BTRFS_ROOT_SUBVOL_DEAD))
 		ret = -ENOENT;
-	if (!ret && sroot->ref.generation >= t->transid)
-		ret = -EAGAIN;	/* src changed in this transaction: commit first */
+	if (!ret)
+		ret = ubt_tree_snapshot_check(t, sroot);	/* -EAGAIN: commit first */
 	if (!ret)
 		ret = ubt_wroot_get(t, BTRFS_ROOT_TREE_OBJECTID, &rt);
 	if (!ret)
 		ret = new_tree_id(o.fs, &id);
 	if (!ret)
 		ret = next_index(&o, dir, &index);
+	uint8_t uuid[BTRFS_UUID_SIZE];
+	if (!ret)
+		ret = ubt_uuid_random(uuid);
 	if (!ret)
 		ret = op_reserve(&o, false);
 	if (ret)
@@ -1664,16 +1667,17 @@ int ubt_ns_snapshot(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uin
 	sroot->dirty = true;
 	ubt_wroot_publish(t, sroot);
 
-	/* The name, in the parent subvolume (src itself, perhaps: every block
-	 * the snapshot shares with src is older than this transaction - the
-	 * copy refuses otherwise - and is copied as any shared block is). */
-	struct btrfs_key loc = { id, BTRFS_ROOT_ITEM_KEY, (uint64_t)-1 };
-	ret = name_add_finish(&o, dir, &dii, name, len, &loc, BTRFS_FT_DIR, index);
-	if (ret)
-		return ret;
-
-	/* The snapshot's item: the source's, as a new subvolume of its own. */
+	/* The snapshot's item: the source's (as it is before the new name,
+	 * as the kernel copies it), as a new subvolume of its own.  An item
+	 * never initialised for snapshots (inode flag ROOT_ITEM_INIT) gets
+	 * its flags and byte limit cleared first, as the kernel does. */
 	struct btrfs_root_item ri = sroot->item;
+	struct btrfs_inode_item *rii = btrfs_root_inode(&ri);
+	if (!(btrfs_inode_flags(rii) & BTRFS_INODE_ROOT_ITEM_INIT)) {
+		btrfs_set_inode_flags(rii, btrfs_inode_flags(rii) | BTRFS_INODE_ROOT_ITEM_INIT);
+		btrfs_set_root_flags(&ri, 0);
+		btrfs_set_root_byte_limit(&ri, 0);
+	}
 	uint64_t flags = btrfs_root_flags(&ri);
 	if (readonly)
 		flags |= BTRFS_ROOT_SUBVOL_RDONLY;
@@ -1686,9 +1690,7 @@ int ubt_ns_snapshot(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uin
 	btrfs_set_root_generation_v2(&ri, t->transid);
 	btrfs_set_root_refs(&ri, 1);
 	memcpy(btrfs_root_parent_uuid(&ri), btrfs_root_uuid(&sroot->item), BTRFS_UUID_SIZE);
-	ret = ubt_uuid_random(btrfs_root_uuid(&ri));
-	if (ret)
-		return op_end(&o, ret);
+	memcpy(btrfs_root_uuid(&ri), uuid, BTRFS_UUID_SIZE);
 	if (!readonly) {
 		memset(btrfs_root_received_uuid(&ri), 0, BTRFS_UUID_SIZE);
 		memset(btrfs_root_stime(&ri), 0, sizeof(struct btrfs_timespec));
@@ -1698,6 +1700,15 @@ int ubt_ns_snapshot(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uin
 	}
 	set_time(btrfs_root_otime(&ri), now);
 	btrfs_set_root_otransid(&ri, t->transid);
+
+	/* The name, in the parent subvolume (src itself, perhaps: every block
+	 * the snapshot shares with src is older than this transaction, and is
+	 * copied as any shared block is). */
+	struct btrfs_key loc = { id, BTRFS_ROOT_ITEM_KEY, (uint64_t)-1 };
+	ret = name_add_finish(&o, dir, &dii, name, len, &loc, BTRFS_FT_DIR, index);
+	if (ret)
+		return ret;
+
 	struct btrfs_key key = { id, BTRFS_ROOT_ITEM_KEY, t->transid };
 	ret = insert_copy(t, rt, &key, &ri, sizeof(ri));
 
@@ -1718,7 +1729,12 @@ int ubt_ns_snapshot(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uin
 		ret = insert_copy(t, rt, &k, rbuf, rlen);
 	}
 	if (!ret)
-		ret = uuid_add(t, btrfs_root_uuid(&ri), id);
+		ret = uuid_add(t, uuid, BTRFS_UUID_KEY_SUBVOL, id);
+	/* A read-only snapshot of a received subvolume is found by the
+	 * received uuid too (btrfs receive's parent search). */
+	static const uint8_t zero_uuid[BTRFS_UUID_SIZE];
+	if (!ret && memcmp(btrfs_root_received_uuid(&ri), zero_uuid, BTRFS_UUID_SIZE))
+		ret = uuid_add(t, btrfs_root_received_uuid(&ri), BTRFS_UUID_KEY_RECEIVED_SUBVOL, id);
 	if (ret)
 		return op_end(&o, ret);
 	if (id_out)

@@ -131,8 +131,9 @@ int ubt_ns_create(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint6
  * transaction) the source's has but for its own uuid, parent_uuid = the
  * source's uuid, otime/otransid now, RDONLY as `readonly` asks (received
  * uuid and send/receive times kept only for read-only ones, as the
- * kernel does); ROOT_REF and ROOT_BACKREF; the uuid tree's entry where
- * there is a uuid tree; the entry (a directory, its location the ROOT_ITEM
+ * kernel does); ROOT_REF and ROOT_BACKREF; the uuid tree's entries where
+ * there is a uuid tree (the uuid, and for a read-only snapshot of a
+ * received subvolume the received uuid); the entry (a directory, its location the ROOT_ITEM
  * key) in dir, whose size, mtime and ctime change as for any new name
  * (after the copy: a snapshot into src does not hold its own name, as on
  * the kernel).  src must be unchanged in this transaction (-EAGAIN,

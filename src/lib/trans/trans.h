@@ -242,21 +242,24 @@ int ubt_insert_items(struct ubt_trans *t, struct ubt_wroot *root, const struct b
 int ubt_del_items(struct ubt_trans *t, struct ubt_wroot *root, struct ubt_path *path, int n);
 /* Delete the item with this exact key (-ENOENT if none). */
 int ubt_delete_key(struct ubt_trans *t, struct ubt_wroot *root, const struct btrfs_key *key);
-/* Grow the item at the path by `add` bytes at its end (zeroed); the path
- * must come from a search with ins_len >= add. */
 /*
  * A snapshot's root: copy the root of subvolume tree `src` (first copied
  * in this transaction, as every change does) into a new block owned by
  * tree `new_id`, which takes references of its own on everything that
  * root points at (children, or a leaf's data extents).  *bytenr and
- * *level: the copy, for new_id's ROOT_ITEM.  -EAGAIN (nothing done) when
- * src changed in this transaction: its blocks of this transaction would be
- * changed in place later, under the snapshot sharing them; commit first.
- * After the copy every block the two share is older than the transaction,
- * and either tree may change as usual.
+ * *level: the copy, for new_id's ROOT_ITEM.  After the copy every block
+ * the two trees share is older than the transaction, and either tree may
+ * change as usual.  ubt_tree_snapshot_check, also made first here, says
+ * whether it can be made, changing nothing: -EAGAIN when src changed in
+ * this transaction (its blocks of this transaction would be changed in
+ * place later, under the snapshot sharing them: commit first),
+ * -EOPNOTSUPP for a root with old-style or relocation back references.
  */
+int ubt_tree_snapshot_check(struct ubt_trans *t, struct ubt_wroot *src);
 int ubt_tree_snapshot_root(struct ubt_trans *t, struct ubt_wroot *src, uint64_t new_id,
 			   uint64_t *bytenr, uint8_t *level);
+/* Grow the item at the path by `add` bytes at its end (zeroed); the path
+ * must come from a search with ins_len >= add. */
 int ubt_extend_item(struct ubt_trans *t, struct ubt_path *path, uint32_t add);
 /* Shrink the item at the path to new_size, dropping bytes at the end
  * (from_front: at the start). */
