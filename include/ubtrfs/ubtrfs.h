@@ -328,8 +328,8 @@ UBTRFS_API const char *ubtrfs_feature_name(enum ubtrfs_feature_class cls, unsign
  * `out` (may be NULL) receives the new or changed inode's attributes.
  * Times are the current time (CLOCK_REALTIME) unless given.
  *
- * Limits: of subvolume operations only snapshot creation (below); no
- * compression on write.
+ * Limits: of subvolume operations only creation and snapshots (below),
+ * no deletion; no compression on write.
  */
 
 /* mode: S_IFREG, S_IFDIR, S_IFIFO, S_IFSOCK, S_IFCHR or S_IFBLK | 07777
@@ -429,6 +429,13 @@ UBTRFS_API int ubtrfs_forget(ubtrfs_fs *fs, ubtrfs_ino id, uint64_t n);
  */
 UBTRFS_API int ubtrfs_snapshot(ubtrfs_fs *fs, uint64_t src, ubtrfs_ino dir, const char *name,
 			       bool readonly, uint64_t *id);
+/*
+ * A new, empty subvolume named `name` in directory `dir` (as `btrfs
+ * subvolume create`): its root directory owned by uid and gid, mode 0755;
+ * the new tree id in *id (may be NULL).
+ */
+UBTRFS_API int ubtrfs_subvol_create(ubtrfs_fs *fs, ubtrfs_ino dir, const char *name, uint32_t uid,
+				    uint32_t gid, uint64_t *id);
 /* Write the running transaction to disk (0 when there is none). */
 UBTRFS_API int ubtrfs_commit(ubtrfs_fs *fs);
 

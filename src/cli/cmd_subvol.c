@@ -1,5 +1,6 @@
 /*
  * cli: subvolume changes on unmounted images.
+ *   ubtrfs subvolume create DEVICE... PATH
  *   ubtrfs subvolume snapshot [-r] DEVICE... SOURCE DEST
  */
 #include "cli.h"
@@ -10,6 +11,19 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+const char cmd_subvolume_create_usage[] =
+	"usage: ubtrfs subvolume create DEVICE... PATH\n"
+	"\n"
+	"Make a new, empty subvolume PATH on an unmounted filesystem, as `btrfs\n"
+	"subvolume create` does on a mounted one (its root directory owned by the\n"
+	"caller, mode 0755).  PATH is from the top level unless --subvol/--subvolid\n"
+	"says otherwise; its parent must exist.  EXPERIMENTAL, as every write.\n"
+	"\n"
+	"  --device PATH       another device of the filesystem (repeatable)\n"
+	"  --subvol PATH       PATH is from this subvolume (path from the top level)\n"
+	"  --subvolid ID       PATH is from the subvolume with this id\n";
 
 const char cmd_subvolume_snapshot_usage[] =
 	"usage: ubtrfs subvolume snapshot [-r] DEVICE... SOURCE DEST\n"
@@ -54,42 +68,121 @@ static int last_name(const char *path, char *name, size_t size, size_t *dirlen)
 	return 0;
 }
 
-int cmd_subvolume_snapshot(int argc, char **argv)
+/* Options and devices: all positional arguments but the last npaths are
+ * devices.  0 to go on, else the exit status (-1: help shown, 0). */
+static int parse(int argc, char **argv, const char *name, const char *usage, int npaths,
+		 struct cli_fs_args *a, bool *readonly)
 {
-	struct cli_fs_args a = { 0 };
-	bool readonly = false;
 	int c;
 
 	optind = 1;
-	while ((c = getopt_long(argc, argv, "rh", longopts, NULL)) != -1) {
-		int r = cli_fs_common_opt(&a, c, optarg);
+	while ((c = getopt_long(argc, argv, readonly ? "rh" : "h", longopts, NULL)) != -1) {
+		int r = cli_fs_common_opt(a, c, optarg);
 		if (r < 0)
 			return 1;
 		if (r)
 			continue;
 		if (c == 'h') {
-			fputs(cmd_subvolume_snapshot_usage, stdout);
-			return 0;
+			fputs(usage, stdout);
+			return -1;
 		}
-		if (c == 'r') {
-			readonly = true;
+		if (c == 'r' && readonly) {
+			*readonly = true;
 			continue;
 		}
-		return cli_usage_error("subvolume snapshot", "invalid option");
+		return cli_usage_error(name, "invalid option");
 	}
-	if (argc - optind < 3)
-		return cli_usage_error("subvolume snapshot", "a DEVICE, a SOURCE and a DEST are required");
-	for (int i = argc - 3; i >= optind; i--) {
-		if (a.ndev >= CLI_MAX_DEVICES)
-			return cli_usage_error("subvolume snapshot", "too many devices");
-		memmove(&a.devices[1], &a.devices[0], a.ndev * sizeof(a.devices[0]));
-		a.devices[0] = argv[i];
-		a.ndev++;
+	if (argc - optind < npaths + 1)
+		return cli_usage_error(name, "a DEVICE and %s are required",
+				       npaths == 1 ? "a PATH" : "a SOURCE and a DEST");
+	for (int i = argc - npaths - 1; i >= optind; i--) {
+		if (a->ndev >= CLI_MAX_DEVICES)
+			return cli_usage_error(name, "too many devices");
+		memmove(&a->devices[1], &a->devices[0], a->ndev * sizeof(a->devices[0]));
+		a->devices[0] = argv[i];
+		a->ndev++;
 	}
+	if (!a->subvolid && !a->subvol_path)
+		a->subvolid = 5;
+	a->rdwr = true;
+	return 0;
+}
+
+/* The directory a new name goes in and the name, from path; prints why
+ * not.  *dir (freed by the caller) is the directory's path. */
+static int new_name(ubtrfs_fs *fs, ubtrfs_ino root, const char *path, struct ubtrfs_stat *dst,
+		    char *name, size_t size, char **dir)
+{
+	size_t dirlen = 0;
+	int ret = last_name(path, name, size, &dirlen);
+
+	if (ret) {
+		fprintf(stderr, "ubtrfs: %s: %s\n", path,
+			ret == -EINVAL ? "not a valid name" : ubtrfs_strerror(ret));
+		return ret;
+	}
+	*dir = strndup(path, dirlen);
+	ret = *dir ? ubtrfs_resolve(fs, root, **dir ? *dir : "/", dst) : -ENOMEM;
+	if (!ret && !S_ISDIR(dst->mode))
+		ret = -ENOTDIR;
+	if (ret)
+		fprintf(stderr, "ubtrfs: %s: %s\n", *dir && **dir ? *dir : "/", ubtrfs_strerror(ret));
+	return ret;
+}
+
+int cmd_subvolume_create(int argc, char **argv)
+{
+	struct cli_fs_args a = { 0 };
+	int r = parse(argc, argv, "subvolume create", cmd_subvolume_create_usage, 1, &a, NULL);
+	if (r)
+		return r < 0 ? 0 : r;
+	const char *path = argv[argc - 1];
+	ubtrfs_fs *fs;
+	ubtrfs_ino root;
+	if (cli_fs_open(&a, &fs, &root)) {
+		cli_fs_args_release(&a);
+		return 1;
+	}
+	struct ubtrfs_stat st;
+	char name[256], *dir = NULL;
+	uint64_t id = 0;
+	int ret = ubtrfs_resolve(fs, root, path, &st);
+	if (ret == 0) {
+		fprintf(stderr, "ubtrfs: %s: %s\n", path, ubtrfs_strerror(-EEXIST));
+		ret = -EEXIST;
+	} else if (ret == -ENOENT) {
+		ret = new_name(fs, root, path, &st, name, sizeof(name), &dir);
+		if (!ret) {
+			ret = ubtrfs_subvol_create(fs, st.id, name, (uint32_t)geteuid(),
+						   (uint32_t)getegid(), &id);
+			if (ret)
+				fprintf(stderr, "ubtrfs: subvolume %s: %s\n", path,
+					ubtrfs_strerror(ret));
+		}
+	} else {
+		fprintf(stderr, "ubtrfs: %s: %s\n", path, ubtrfs_strerror(ret));
+	}
+	if (!ret)
+		ret = ubtrfs_commit(fs);
+	if (!ret)
+		printf("Create subvolume '%s' (id %" PRIu64 ")\n", path, id);
+	else if (ret != -EEXIST && id)
+		fprintf(stderr, "ubtrfs: committing: %s\n", ubtrfs_strerror(ret));
+	free(dir);
+	ubtrfs_close(fs);
+	cli_fs_args_release(&a);
+	return ret ? 1 : 0;
+}
+
+int cmd_subvolume_snapshot(int argc, char **argv)
+{
+	struct cli_fs_args a = { 0 };
+	bool readonly = false;
+	int r = parse(argc, argv, "subvolume snapshot", cmd_subvolume_snapshot_usage, 2, &a,
+		      &readonly);
+	if (r)
+		return r < 0 ? 0 : r;
 	const char *src = argv[argc - 2], *dest = argv[argc - 1];
-	if (!a.subvolid && !a.subvol_path)
-		a.subvolid = 5;
-	a.rdwr = true;
 
 	ubtrfs_fs *fs;
 	ubtrfs_ino root;
@@ -130,20 +223,9 @@ int cmd_subvolume_snapshot(int argc, char **argv)
 		ret = -EEXIST;
 		goto out;
 	} else if (ret == -ENOENT) {
-		ret = last_name(dest, name, sizeof(name), &dirlen);
-		if (ret) {
-			fprintf(stderr, "ubtrfs: %s: %s\n", dest,
-				ret == -EINVAL ? "not a valid name" : ubtrfs_strerror(ret));
+		ret = new_name(fs, root, dest, &dst, name, sizeof(name), &dir);
+		if (ret)
 			goto out;
-		}
-		dir = strndup(dest, dirlen);
-		ret = dir ? ubtrfs_resolve(fs, root, *dir ? dir : "/", &dst) : -ENOMEM;
-		if (!ret && !S_ISDIR(dst.mode))
-			ret = -ENOTDIR;
-		if (ret) {
-			fprintf(stderr, "ubtrfs: %s: %s\n", *dir ? dir : "/", ubtrfs_strerror(ret));
-			goto out;
-		}
 	} else {
 		fprintf(stderr, "ubtrfs: %s: %s\n", dest, ubtrfs_strerror(ret));
 		goto out;

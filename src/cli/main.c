@@ -31,6 +31,8 @@ static const char inspect_usage[] =
 static const struct cli_cmd subvolume_commands[] = {
 	{ "list", NULL, "list subvolumes and snapshots", cmd_subvolume_list_usage,
 	  cmd_subvolume_list, NULL },
+	{ "create", NULL, "make a new, empty subvolume (unmounted; experimental)",
+	  cmd_subvolume_create_usage, cmd_subvolume_create, NULL },
 	{ "snapshot", NULL, "make a snapshot of a subvolume (unmounted; experimental)",
 	  cmd_subvolume_snapshot_usage, cmd_subvolume_snapshot, NULL },
 	{ NULL, NULL, NULL, NULL, NULL, NULL },

@@ -10,9 +10,11 @@
 #      files of its own; recv/ro0, a received subvolume (btrfs send |
 #      btrfs receive of a read-only snapshot of sv).  Unmount; a copy of
 #      the image for the kernel.
-#   2. The same four snapshots, by `ubtrfs subvolume snapshot` on the image
-#      (btrfs check --readonly clean after each) and by the kernel's
-#      `btrfs subvolume snapshot` on the copy:
+#   2. Two new subvolumes (/new1, /sv/new2) by `ubtrfs subvolume create`
+#      and by the kernel's `btrfs subvolume create` (and a sync), then the
+#      same snapshots, by `ubtrfs subvolume snapshot` on the image (btrfs
+#      check --readonly clean after each) and by the kernel's `btrfs
+#      subvolume snapshot` on the copy:
 #        - the top level into itself (/s-top), writable;
 #        - sv, read-only (-r), as /s-ro;
 #        - sv into the existing directory /w (it becomes /w/sv);
@@ -26,7 +28,8 @@
 #      snapshot; each snapshot's parent uuid is its source's uuid, its own
 #      uuid new; as many uuid tree entries of each type as the kernel's;
 #      the snapshots' ROOT_ITEMs as btrfs-progs prints them, but for the
-#      root block's address, the uuids and otime.
+#      root block's address, the uuids, otime and ctime; the new
+#      subvolumes' root directories (inode, mode, owner, links).
 #   4. The kernel mounts the image read-write and changes sv, s-top and
 #      w/sv (files written, removed, renamed); btrfs check clean; s-ro and
 #      s-nested unchanged (manifests).
@@ -79,7 +82,7 @@ manifest() {
 	oracle_manifest "$1" --inodes --no-atime --no-ctime >"$2.raw" || return 1
 	"$ORACLE_PYTHON" - "$2.raw" >"$2" <<'EOF'
 import re, sys
-touched = {".", "w", "sv", "s-top", "sv/s-nested"}
+touched = {".", "w", "sv", "s-top", "sv/s-nested", "new1", "sv/new2", "s-ro", "w/sv"}
 for line in open(sys.argv[1]):
     path = line.split(" ", 1)[0]
     if path in touched:
@@ -96,7 +99,8 @@ subvols() {
 
 # root_items IMG ID...: the ROOT_ITEMs of these trees as btrfs-progs
 # prints them, with what must differ between two runs masked: the root
-# block's address, the uuid and parent uuid (compared on their own), otime.
+# block's address, the uuid and parent uuid (compared on their own), otime
+# and ctime (the times of changes; their transids stay).
 root_items() {
 	local img=$1
 	shift
@@ -115,7 +119,7 @@ for line in sys.stdin:
         cur = None
         continue
     line = line.strip()
-    if line.startswith(("uuid ", "parent_uuid ", "otime ")):
+    if line.startswith(("uuid ", "parent_uuid ", "otime ", "ctime ")):
         continue
     out.append(re.sub(r"bytenr \d+", "bytenr *", line))
 print("\n".join(out))
@@ -174,10 +178,17 @@ cell() {
 
 	# 2. The snapshots, both ways.
 	local src dst ro
-	local -a ops=("- / /s-top" "r /sv /s-ro" "- /sv /w" "- /s-top /sv/s-nested"
-		"r /recv/ro0 /s-recv")
+	local -a ops=("c /new1" "c /sv/new2" "- / /s-top" "r /sv /s-ro" "- /sv /w"
+		"- /s-top /sv/s-nested" "r /recv/ro0 /s-recv")
+	local out
 	for op in "${ops[@]}"; do
 		read -r ro src dst <<<"$op"
+		if [[ $ro == c ]]; then
+			out=$("$UBTRFS" subvolume create "$img" "$src" 2>&1) ||
+				{ printf '%s\n' "$out"; fail "$name: ubtrfs subvolume create $src"; return; }
+			oracle_check_clean "$name: create $src" "$img" || fail "$name: btrfs check after creating $src"
+			continue
+		fi
 		local flag=()
 		[[ $ro == r ]] && flag=(-r)
 		snap_ubtrfs "$img" "$name: snapshot $src $dst" "${flag[@]}" "$img" "$src" "$dst" || return
@@ -185,6 +196,12 @@ cell() {
 	oracle_kmount "$k" "$kimg" || { fail "$name: kernel mount of the copy"; return; }
 	for op in "${ops[@]}"; do
 		read -r ro src dst <<<"$op"
+		if [[ $ro == c ]]; then
+			# A commit of its own, as ubtrfs's command makes.
+			btrfs subvolume create "$k$src" >/dev/null && btrfs filesystem sync "$k" ||
+				fail "$name: kernel subvolume create $src"
+			continue
+		fi
 		local flag=()
 		[[ $ro == r ]] && flag=(-r)
 		btrfs subvolume snapshot "${flag[@]}" "$k$src" "$k$dst" >/dev/null ||
@@ -197,7 +214,7 @@ cell() {
 	oracle_kmount -o ro "$k" "$kimg" || { fail "$name: kernel mount of the copy"; return; }
 	subvols "$m" >"$T/$name.sv.u"
 	subvols "$k" >"$T/$name.sv.k"
-	[[ $(wc -l <"$T/$name.sv.u") -ge 8 ]] || fail "$name: too few subvolumes listed"
+	[[ $(wc -l <"$T/$name.sv.u") -ge 10 ]] || fail "$name: too few subvolumes listed"
 	cmp -s "$T/$name.sv.k" "$T/$name.sv.u" ||
 		{ diff "$T/$name.sv.k" "$T/$name.sv.u" | head -20; fail "$name: subvolume lists differ"; }
 	manifest "$m" "$T/$name.man.u" || fail "$name: manifest of ours"
@@ -248,6 +265,18 @@ cell() {
 		head -20 "$T/$name.ri.diff"
 		fail "$name: the snapshots' ROOT_ITEMs differ from the kernel's"
 	fi
+	ids=$(btrfs subvolume list "$m" | awk '$NF ~ /^(new1|sv\/new2)$/ {print $2}')
+	[[ $(wc -w <<<"$ids") == 2 ]] || fail "$name: new subvolume ids: $ids"
+	# shellcheck disable=SC2086
+	if ! diff <(root_items "$kimg" $ids) <(root_items "$img" $ids) >"$T/$name.rn.diff"; then
+		head -20 "$T/$name.rn.diff"
+		fail "$name: the new subvolumes' ROOT_ITEMs differ from the kernel's"
+	fi
+	# Their root directories, and the new subvolumes are writable.
+	for p in new1 sv/new2; do
+		[[ $(stat -c '%i %a %u %g %h' "$m/$p") == "$(stat -c '%i %a %u %g %h' "$k/$p")" ]] ||
+			fail "$name: $p: $(stat -c '%i %a %u %g %h' "$m/$p"), the kernel's $(stat -c '%i %a %u %g %h' "$k/$p")"
+	done
 	oracle_manifest "$m/s-ro" --inodes >"$T/$name.ro.0"
 	oracle_manifest "$m/sv/s-nested" --inodes >"$T/$name.nested.0"
 	oracle_kumount "$m"

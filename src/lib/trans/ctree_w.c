@@ -304,6 +304,27 @@ static int cow_block(struct ubt_trans *t, struct ubt_wroot *root, struct ubt_eb 
 	return 0;
 }
 
+int ubt_tree_new_root(struct ubt_trans *t, uint64_t new_id, const struct ubt_wroot *like,
+		      uint64_t *bytenr)
+{
+	struct ubt_fs *fs = t->w->fs;
+	struct ubt_wroot dst = { .objectid = new_id };
+	struct ubt_eb *tmpl, *neb;
+
+	if (new_id < BTRFS_FIRST_FREE_OBJECTID || new_id > BTRFS_LAST_FREE_OBJECTID)
+		return -EINVAL;
+	int ret = ubt_read_root(&fs->tree, &like->ref, &tmpl);
+	if (ret)
+		return ret;
+	ret = new_block(t, &dst, NULL, tmpl, 0, &neb);
+	ubt_eb_put(&fs->tree, tmpl);
+	if (ret)
+		return abort_with(t, ret);
+	*bytenr = neb->start;
+	ubt_eb_put(&fs->tree, neb);
+	return 0;
+}
+
 int ubt_tree_snapshot_check(struct ubt_trans *t, struct ubt_wroot *src)
 {
 	struct ubt_fs *fs = t->w->fs;

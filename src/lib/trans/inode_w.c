@@ -1385,6 +1385,62 @@ static ssize_t parent_compression(struct nsop *o, uint64_t dir, char *buf, size_
 	return n;
 }
 
+/*
+ * The flags a new inode of `type` in dir (its item dii) inherits, in
+ * *flags, and the compression property it takes (into prop, 64 bytes):
+ * the property's length, 0 for none, or -errno.
+ */
+static ssize_t inherit(struct nsop *o, uint64_t dir, const struct btrfs_inode_item *dii,
+		       uint32_t type, uint64_t *flags, char *prop)
+{
+	uint64_t pflags = btrfs_inode_flags(dii), f = 0;
+	ssize_t plen = 0;
+
+	if (pflags & BTRFS_INODE_NOCOMPRESS)
+		f |= BTRFS_INODE_NOCOMPRESS;
+	else if (pflags & BTRFS_INODE_COMPRESS)
+		f |= BTRFS_INODE_COMPRESS;
+	if (pflags & BTRFS_INODE_NODATACOW) {
+		f |= BTRFS_INODE_NODATACOW;
+		if (type == S_IFREG)
+			f |= BTRFS_INODE_NODATASUM;
+	}
+	if ((type == S_IFREG || type == S_IFDIR) && !(f & BTRFS_INODE_NODATACOW)) {
+		/* The algorithm passes on (without a level: "zstd:3" gives
+		 * "zstd"); "no"/"none" does not (the NOCOMPRESS flag does). */
+		plen = parent_compression(o, dir, prop, 64);
+		if (plen < 0)
+			return plen;
+		static const char *const algs[] = { "zlib", "lzo", "zstd" };
+		const char *alg = NULL;
+		for (size_t i = 0; plen > 0 && i < UBT_ARRAY_SIZE(algs); i++)
+			if ((size_t)plen >= strlen(algs[i]) && !memcmp(prop, algs[i], strlen(algs[i])))
+				alg = algs[i];
+		plen = 0;
+		if (alg) {
+			plen = (ssize_t)strlen(alg);
+			memcpy(prop, alg, (size_t)plen);
+			f &= ~BTRFS_INODE_NOCOMPRESS;
+			f |= BTRFS_INODE_COMPRESS;
+		}
+	}
+	*flags = f;
+	return plen;
+}
+
+/* The compression property of a new inode (prop, plen bytes). */
+static int put_compression(struct nsop *o, uint64_t ino, const char *prop, size_t plen)
+{
+	uint8_t buf[sizeof(struct btrfs_dir_item) + sizeof(COMPRESSION_XATTR) + 64];
+	struct btrfs_key zero = { 0, 0, 0 };
+	uint32_t esz = build_dirent(buf, &zero, o->t->transid, BTRFS_FT_XATTR, COMPRESSION_XATTR,
+				    strlen(COMPRESSION_XATTR), prop, plen);
+	struct btrfs_key xk = { ino, BTRFS_XATTR_ITEM_KEY,
+				ubt_name_hash(COMPRESSION_XATTR, strlen(COMPRESSION_XATTR)) };
+
+	return item_append(o, &xk, buf, esz);
+}
+
 int ubt_ns_create(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint64_t dir,
 		  const char *name, size_t len, const struct ubt_ns_new_inode *a,
 		  struct ubt_ns_time now, uint64_t *ino_out)
@@ -1418,35 +1474,10 @@ int ubt_ns_create(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint6
 		return ret;
 
 	/* Flags and properties the new inode inherits. */
-	uint64_t pflags = btrfs_inode_flags(&dii), flags = 0;
-	if (pflags & BTRFS_INODE_NOCOMPRESS)
-		flags |= BTRFS_INODE_NOCOMPRESS;
-	else if (pflags & BTRFS_INODE_COMPRESS)
-		flags |= BTRFS_INODE_COMPRESS;
-	if (pflags & BTRFS_INODE_NODATACOW) {
-		flags |= BTRFS_INODE_NODATACOW;
-		if (type == S_IFREG)
-			flags |= BTRFS_INODE_NODATASUM;
-	}
-	if ((type == S_IFREG || type == S_IFDIR) && !(flags & BTRFS_INODE_NODATACOW)) {
-		/* The algorithm passes on (without a level: "zstd:3" gives
-		 * "zstd"); "no"/"none" does not (the NOCOMPRESS flag does). */
-		plen = parent_compression(&o, dir, prop, sizeof(prop));
-		if (plen < 0)
-			return (int)plen;
-		static const char *const algs[] = { "zlib", "lzo", "zstd" };
-		const char *alg = NULL;
-		for (size_t i = 0; plen > 0 && i < UBT_ARRAY_SIZE(algs); i++)
-			if ((size_t)plen >= strlen(algs[i]) && !memcmp(prop, algs[i], strlen(algs[i])))
-				alg = algs[i];
-		plen = 0;
-		if (alg) {
-			plen = (ssize_t)strlen(alg);
-			memcpy(prop, alg, (size_t)plen);
-			flags &= ~BTRFS_INODE_NOCOMPRESS;
-			flags |= BTRFS_INODE_COMPRESS;
-		}
-	}
+	uint64_t flags;
+	plen = inherit(&o, dir, &dii, type, &flags, prop);
+	if (plen < 0)
+		return (int)plen;
 
 	ret = next_ino(&o, &ino);
 	if (!ret)
@@ -1494,15 +1525,8 @@ int ubt_ns_create(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint6
 	/* Known from here: no xattr unless the compression property goes in
 	 * below, no EXTENT_DATA unless it is a symlink. */
 	ubt_icache_put(o.fs, subvol, ino, &ii, plen > 0 ? 0 : 1, lnk ? 0 : 1);
-	if (plen > 0) {
-		uint8_t buf[sizeof(struct btrfs_dir_item) + sizeof(COMPRESSION_XATTR) + sizeof(prop)];
-		struct btrfs_key zero = { 0, 0, 0 };
-		uint32_t esz = build_dirent(buf, &zero, t->transid, BTRFS_FT_XATTR, COMPRESSION_XATTR,
-					    strlen(COMPRESSION_XATTR), prop, (size_t)plen);
-		struct btrfs_key xk = { ino, BTRFS_XATTR_ITEM_KEY,
-					ubt_name_hash(COMPRESSION_XATTR, strlen(COMPRESSION_XATTR)) };
-		ret = item_append(&o, &xk, buf, esz);
-	}
+	if (plen > 0)
+		ret = put_compression(&o, ino, prop, (size_t)plen);
 	if (!ret && lnk) {
 		size_t isz = btrfs_file_extent_inline_start() + a->target_len;
 		key.type = BTRFS_EXTENT_DATA_KEY;
@@ -1613,6 +1637,37 @@ static int uuid_add(struct ubt_trans *t, const uint8_t *uuid, uint8_t type, uint
 	return ret;
 }
 
+/* A new subvolume `id` (its ROOT_ITEM in place) named in dir of o's
+ * subvolume (its item dii, the name's index): the entry (a directory,
+ * located by the ROOT_ITEM key) counted in dir, ROOT_REF and ROOT_BACKREF
+ * in the root tree rt, the uuid tree's entry.  A failure ends (op_end). */
+static int subvol_link(struct nsop *o, struct ubt_wroot *rt, uint64_t dir,
+		       struct btrfs_inode_item *dii, const char *name, size_t len, uint64_t id,
+		       uint64_t index, const uint8_t *uuid)
+{
+	struct btrfs_key loc = { id, BTRFS_ROOT_ITEM_KEY, (uint64_t)-1 };
+	int ret = name_add_finish(o, dir, dii, name, len, &loc, BTRFS_FT_DIR, index);
+
+	if (ret)
+		return ret;
+	uint8_t rbuf[sizeof(struct btrfs_root_ref) + BTRFS_NAME_LEN];
+	struct btrfs_root_ref *rr = (void *)rbuf;
+	btrfs_set_root_ref_dirid(rr, dir);
+	btrfs_set_root_ref_sequence(rr, index);
+	btrfs_set_root_ref_name_len(rr, (uint16_t)len);
+	memcpy(rbuf + sizeof(*rr), name, len);
+	uint32_t rlen = (uint32_t)(sizeof(*rr) + len);
+	struct btrfs_key k = { o->subvol, BTRFS_ROOT_REF_KEY, id };
+	ret = insert_copy(o->t, rt, &k, rbuf, rlen);
+	if (!ret) {
+		k = (struct btrfs_key){ id, BTRFS_ROOT_BACKREF_KEY, o->subvol };
+		ret = insert_copy(o->t, rt, &k, rbuf, rlen);
+	}
+	if (!ret)
+		ret = uuid_add(o->t, uuid, BTRFS_UUID_KEY_SUBVOL, id);
+	return ret ? op_end(o, ret) : 0;
+}
+
 int ubt_ns_snapshot(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint64_t dir,
 		    const char *name, size_t len, uint64_t src, bool readonly,
 		    struct ubt_ns_time now, uint64_t *id_out)
@@ -1701,42 +1756,137 @@ int ubt_ns_snapshot(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uin
 	set_time(btrfs_root_otime(&ri), now);
 	btrfs_set_root_otransid(&ri, t->transid);
 
-	/* The name, in the parent subvolume (src itself, perhaps: every block
-	 * the snapshot shares with src is older than this transaction, and is
-	 * copied as any shared block is). */
-	struct btrfs_key loc = { id, BTRFS_ROOT_ITEM_KEY, (uint64_t)-1 };
-	ret = name_add_finish(&o, dir, &dii, name, len, &loc, BTRFS_FT_DIR, index);
-	if (ret)
-		return ret;
-
 	struct btrfs_key key = { id, BTRFS_ROOT_ITEM_KEY, t->transid };
 	ret = insert_copy(t, rt, &key, &ri, sizeof(ri));
-
-	/* ROOT_REF and ROOT_BACKREF: where the new subvolume's name is. */
-	uint8_t rbuf[sizeof(struct btrfs_root_ref) + BTRFS_NAME_LEN];
-	struct btrfs_root_ref *rr = (void *)rbuf;
-	btrfs_set_root_ref_dirid(rr, dir);
-	btrfs_set_root_ref_sequence(rr, index);
-	btrfs_set_root_ref_name_len(rr, (uint16_t)len);
-	memcpy(rbuf + sizeof(*rr), name, len);
-	uint32_t rlen = (uint32_t)(sizeof(*rr) + len);
-	if (!ret) {
-		struct btrfs_key k = { subvol, BTRFS_ROOT_REF_KEY, id };
-		ret = insert_copy(t, rt, &k, rbuf, rlen);
-	}
-	if (!ret) {
-		struct btrfs_key k = { id, BTRFS_ROOT_BACKREF_KEY, subvol };
-		ret = insert_copy(t, rt, &k, rbuf, rlen);
-	}
-	if (!ret)
-		ret = uuid_add(t, uuid, BTRFS_UUID_KEY_SUBVOL, id);
+	if (ret)
+		return op_end(&o, ret);
+	/* The name, in the parent subvolume (src itself, perhaps: every block
+	 * the snapshot shares with src is older than this transaction, and is
+	 * copied as any shared block is), its ROOT_REF and ROOT_BACKREF, the
+	 * uuid tree's entry. */
+	ret = subvol_link(&o, rt, dir, &dii, name, len, id, index, uuid);
+	if (ret)
+		return ret;
 	/* A read-only snapshot of a received subvolume is found by the
 	 * received uuid too (btrfs receive's parent search). */
 	static const uint8_t zero_uuid[BTRFS_UUID_SIZE];
-	if (!ret && memcmp(btrfs_root_received_uuid(&ri), zero_uuid, BTRFS_UUID_SIZE))
+	if (readonly && memcmp(btrfs_root_received_uuid(&ri), zero_uuid, BTRFS_UUID_SIZE)) {
 		ret = uuid_add(t, btrfs_root_received_uuid(&ri), BTRFS_UUID_KEY_RECEIVED_SUBVOL, id);
+		if (ret)
+			return op_end(&o, ret);
+	}
+	if (id_out)
+		*id_out = id;
+	return 0;
+}
+
+int ubt_ns_subvol_create(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint64_t dir,
+			 const char *name, size_t len, uint32_t uid, uint32_t gid,
+			 struct ubt_ns_time now, uint64_t *id_out)
+{
+	struct nsop o, n;
+	struct btrfs_inode_item dii, ii;
+	struct ubt_wroot *rt;
+	uint64_t id, index, bytenr, flags;
+	uint8_t uuid[BTRFS_UUID_SIZE];
+	char prop[64];
+	int ret;
+
+	uint32_t disz;
+	ret = name_add_begin(&o, ns, t, subvol, dir, name, len, now, &dii, &disz);
+	if (!ret)
+		ret = dirent_fits(&o, disz, len);
+	if (ret)
+		return ret;
+	ssize_t plen = inherit(&o, dir, &dii, S_IFDIR, &flags, prop);
+	if (plen < 0)
+		return (int)plen;
+	ret = ubt_wroot_get(t, BTRFS_ROOT_TREE_OBJECTID, &rt);
+	if (!ret)
+		ret = new_tree_id(o.fs, &id);
+	if (!ret)
+		ret = next_index(&o, dir, &index);
+	if (!ret)
+		ret = ubt_uuid_random(uuid);
+	if (!ret)
+		ret = op_reserve(&o, false);
+	if (ret)
+		return ret;
+
+	/* The tree: an empty leaf, and its ROOT_ITEM as the kernel makes a
+	 * new subvolume's (the item's own inode: generation 1, size 3, one
+	 * link, a node's bytes, a directory 0755, ROOT_ITEM_INIT). */
+	ret = ubt_tree_new_root(t, id, o.root, &bytenr);
 	if (ret)
 		return op_end(&o, ret);
+	struct btrfs_root_item ri;
+	memset(&ri, 0, sizeof(ri));
+	struct btrfs_inode_item *rii = btrfs_root_inode(&ri);
+	btrfs_set_inode_generation(rii, 1);
+	btrfs_set_inode_size(rii, 3);
+	btrfs_set_inode_nlink(rii, 1);
+	btrfs_set_inode_nbytes(rii, o.fs->nodesize);
+	btrfs_set_inode_mode(rii, S_IFDIR | 0755);
+	btrfs_set_inode_flags(rii, BTRFS_INODE_ROOT_ITEM_INIT);
+	btrfs_set_root_generation(&ri, t->transid);
+	btrfs_set_root_root_dirid(&ri, BTRFS_FIRST_FREE_OBJECTID);
+	btrfs_set_root_bytenr(&ri, bytenr);
+	btrfs_set_root_bytes_used(&ri, o.fs->nodesize);
+	btrfs_set_root_refs(&ri, 1);
+	btrfs_set_root_level(&ri, 0);
+	btrfs_set_root_generation_v2(&ri, t->transid);
+	memcpy(btrfs_root_uuid(&ri), uuid, BTRFS_UUID_SIZE);
+	btrfs_set_root_ctransid(&ri, t->transid);
+	btrfs_set_root_otransid(&ri, t->transid);
+	set_time(btrfs_root_ctime(&ri), now);
+	set_time(btrfs_root_otime(&ri), now);
+	struct btrfs_key key = { id, BTRFS_ROOT_ITEM_KEY, 0 };
+	ret = insert_copy(t, rt, &key, &ri, sizeof(ri));
+	if (ret)
+		return op_end(&o, ret);
+
+	/* Its root directory: inode 256, named ".." in itself at index 0,
+	 * owned by the caller, with what a new directory in dir inherits. */
+	ret = op_begin(&n, ns, t, id, now);
+	if (ret)
+		return op_end(&o, ret);
+	n.changed = true;
+	memset(&ii, 0, sizeof(ii));
+	btrfs_set_inode_generation(&ii, t->transid);
+	btrfs_set_inode_transid(&ii, t->transid);
+	btrfs_set_inode_nlink(&ii, 1);
+	btrfs_set_inode_uid(&ii, uid);
+	btrfs_set_inode_gid(&ii, gid);
+	btrfs_set_inode_mode(&ii, S_IFDIR | 0755);
+	btrfs_set_inode_flags(&ii, flags);
+	set_time(btrfs_inode_atime(&ii), now);
+	set_time(btrfs_inode_ctime(&ii), now);
+	set_time(btrfs_inode_mtime(&ii), now);
+	set_time(btrfs_inode_otime(&ii), now);
+	uint64_t root_ino = BTRFS_FIRST_FREE_OBJECTID;
+	struct btrfs_key keys[2] = { { root_ino, BTRFS_INODE_ITEM_KEY, 0 },
+				     { root_ino, BTRFS_INODE_REF_KEY, root_ino } };
+	uint32_t sizes[2] = { sizeof(ii), (uint32_t)sizeof(struct btrfs_inode_ref) + 2 };
+	uint8_t *data[2];
+	ret = ubt_insert_items(t, n.root, keys, sizes, 2, data);
+	if (ret)
+		return op_end(&o, ret == -EEXIST ? -EUCLEAN : ret);
+	memcpy(data[0], &ii, sizeof(ii));
+	struct btrfs_inode_ref *ref = (void *)data[1];
+	btrfs_set_inode_ref_index(ref, 0);
+	btrfs_set_inode_ref_name_len(ref, 2);
+	memcpy(data[1] + sizeof(*ref), "..", 2);
+	ubt_icache_put(o.fs, id, root_ino, &ii, plen > 0 ? 0 : 1, 1);
+	if (plen > 0) {
+		ret = put_compression(&n, root_ino, prop, (size_t)plen);
+		if (ret)
+			return op_end(&o, ret);
+	}
+
+	/* The name in dir, ROOT_REF and ROOT_BACKREF, the uuid tree. */
+	ret = subvol_link(&o, rt, dir, &dii, name, len, id, index, uuid);
+	if (ret)
+		return ret;
 	if (id_out)
 		*id_out = id;
 	return 0;

@@ -242,6 +242,11 @@ int ubt_insert_items(struct ubt_trans *t, struct ubt_wroot *root, const struct b
 int ubt_del_items(struct ubt_trans *t, struct ubt_wroot *root, struct ubt_path *path, int n);
 /* Delete the item with this exact key (-ENOENT if none). */
 int ubt_delete_key(struct ubt_trans *t, struct ubt_wroot *root, const struct btrfs_key *key);
+/* A new subvolume tree's root: an empty leaf owned by tree new_id (the
+ * filesystem's uuids taken from tree `like`'s root).  *bytenr: the leaf,
+ * for new_id's ROOT_ITEM. */
+int ubt_tree_new_root(struct ubt_trans *t, uint64_t new_id, const struct ubt_wroot *like,
+		      uint64_t *bytenr);
 /*
  * A snapshot's root: copy the root of subvolume tree `src` (first copied
  * in this transaction, as every change does) into a new block owned by
