@@ -431,11 +431,13 @@ UBTRFS_API int ubtrfs_snapshot(ubtrfs_fs *fs, uint64_t src, ubtrfs_ino dir, cons
 			       bool readonly, uint64_t *id);
 /*
  * A new, empty subvolume named `name` in directory `dir` (as `btrfs
- * subvolume create`): its root directory owned by uid and gid, mode 0755;
- * the new tree id in *id (may be NULL).
+ * subvolume create`): its root directory owned by uid and gid, with the
+ * permissions mode & 0777 (the caller applies the umask, as the kernel
+ * does with 0777), the compression property of the parent subvolume's
+ * root and no flags of dir's; the new tree id in *id (may be NULL).
  */
-UBTRFS_API int ubtrfs_subvol_create(ubtrfs_fs *fs, ubtrfs_ino dir, const char *name, uint32_t uid,
-				    uint32_t gid, uint64_t *id);
+UBTRFS_API int ubtrfs_subvol_create(ubtrfs_fs *fs, ubtrfs_ino dir, const char *name, uint32_t mode,
+				    uint32_t uid, uint32_t gid, uint64_t *id);
 /* Write the running transaction to disk (0 when there is none). */
 UBTRFS_API int ubtrfs_commit(ubtrfs_fs *fs);
 

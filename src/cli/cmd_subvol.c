@@ -18,7 +18,7 @@ const char cmd_subvolume_create_usage[] =
 	"\n"
 	"Make a new, empty subvolume PATH on an unmounted filesystem, as `btrfs\n"
 	"subvolume create` does on a mounted one (its root directory owned by the\n"
-	"caller, mode 0755).  PATH is from the top level unless --subvol/--subvolid\n"
+	"caller, mode 0777 less the umask).  PATH is from the top level unless --subvol/--subvolid\n"
 	"says otherwise; its parent must exist.  EXPERIMENTAL, as every write.\n"
 	"\n"
 	"  --device PATH       another device of the filesystem (repeatable)\n"
@@ -94,7 +94,7 @@ static int parse(int argc, char **argv, const char *name, const char *usage, int
 	}
 	if (argc - optind < npaths + 1)
 		return cli_usage_error(name, "a DEVICE and %s are required",
-				       npaths == 1 ? "a PATH" : "a SOURCE and a DEST");
+				       npaths == 1 ? "a PATH" : "a SOURCE, a DEST");
 	for (int i = argc - npaths - 1; i >= optind; i--) {
 		if (a->ndev >= CLI_MAX_DEVICES)
 			return cli_usage_error(name, "too many devices");
@@ -153,8 +153,10 @@ int cmd_subvolume_create(int argc, char **argv)
 	} else if (ret == -ENOENT) {
 		ret = new_name(fs, root, path, &st, name, sizeof(name), &dir);
 		if (!ret) {
-			ret = ubtrfs_subvol_create(fs, st.id, name, (uint32_t)geteuid(),
-						   (uint32_t)getegid(), &id);
+			mode_t um = umask(0);
+			umask(um);
+			ret = ubtrfs_subvol_create(fs, st.id, name, 0777 & ~(uint32_t)um,
+						   (uint32_t)geteuid(), (uint32_t)getegid(), &id);
 			if (ret)
 				fprintf(stderr, "ubtrfs: subvolume %s: %s\n", path,
 					ubtrfs_strerror(ret));

@@ -1077,8 +1077,8 @@ int ubtrfs_snapshot(ubtrfs_fs *f, uint64_t src, ubtrfs_ino dir, const char *name
 	return ret;
 }
 
-int ubtrfs_subvol_create(ubtrfs_fs *f, ubtrfs_ino dir, const char *name, uint32_t uid,
-			 uint32_t gid, uint64_t *id)
+int ubtrfs_subvol_create(ubtrfs_fs *f, ubtrfs_ino dir, const char *name, uint32_t mode,
+			 uint32_t uid, uint32_t gid, uint64_t *id)
 {
 	struct op op;
 	int ret, pass = 0;
@@ -1088,8 +1088,8 @@ int ubtrfs_subvol_create(ubtrfs_fs *f, ubtrfs_ino dir, const char *name, uint32_
 		ret = op_begin(f, &op);
 		if (ret)
 			return ret;
-		ret = ubt_ns_subvol_create(f->ns, op.t, dir.subvol, dir.ino, name, strlen(name), uid,
-					   gid, op.now, &nid);
+		ret = ubt_ns_subvol_create(f->ns, op.t, dir.subvol, dir.ino, name, strlen(name), mode,
+					   uid, gid, op.now, &nid);
 		ret = op_end_retry(&op, ret, &pass);
 	} while (ret == OP_RETRY);
 	if (!ret && id)

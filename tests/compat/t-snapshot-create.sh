@@ -10,8 +10,10 @@
 #      files of its own; recv/ro0, a received subvolume (btrfs send |
 #      btrfs receive of a read-only snapshot of sv).  Unmount; a copy of
 #      the image for the kernel.
-#   2. Two new subvolumes (/new1, /sv/new2) by `ubtrfs subvolume create`
-#      and by the kernel's `btrfs subvolume create` (and a sync), then the
+#   2. Three new subvolumes (/new1, /sv/new2, /nocow/new3: the top level
+#      has a compression property, nocow the NODATACOW flag; umask 027) by
+#      `ubtrfs subvolume create` and by the kernel's `btrfs subvolume
+#      create` (and a sync), then the
 #      same snapshots, by `ubtrfs subvolume snapshot` on the image (btrfs
 #      check --readonly clean after each) and by the kernel's `btrfs
 #      subvolume snapshot` on the copy:
@@ -30,15 +32,17 @@
 #      the snapshots' ROOT_ITEMs as btrfs-progs prints them, but for the
 #      root block's address, the uuids, otime and ctime; the new
 #      subvolumes' root directories (inode, mode, owner, links).
-#   4. The kernel mounts the image read-write and changes sv, s-top and
-#      w/sv (files written, removed, renamed); btrfs check clean; s-ro and
-#      s-nested unchanged (manifests).
+#   4. The kernel mounts the image read-write and changes sv, s-top, w/sv
+#      and the new subvolumes (files written, removed, renamed); btrfs
+#      check clean; s-ro and s-nested unchanged (manifests).
 #   5. ubtrfs's own read-write mount (FUSE) writes into s-top and sv - the
 #      engine copying blocks the snapshots share; btrfs check clean; the
 #      kernel reads the new files; s-ro and s-nested unchanged again.
 #   6. Refusals, each leaving the image unchanged (btrfs check; the same
 #      list): a SOURCE that is not a subvolume, a DEST that exists, a DEST
-#      whose parent does not exist, a read-only parent subvolume (s-ro).
+#      whose parent does not exist, a read-only parent subvolume (s-ro);
+#      and creates of an existing name, under a missing parent, in s-ro,
+#      of "..", under a regular file.
 #
 # Needs root, loop devices, kernel btrfs, btrfs-progs, python3; step 5
 # also FUSE (skipped with a message where it is missing, a failure under
@@ -79,10 +83,11 @@ EOF
 # the same snapshots at different times: no atime/ctime, and no mtime for
 # the directories that received the new names.
 manifest() {
-	oracle_manifest "$1" --inodes --no-atime --no-ctime >"$2.raw" || return 1
+	oracle_manifest "$1" --inodes --flags --no-atime --no-ctime >"$2.raw" || return 1
 	"$ORACLE_PYTHON" - "$2.raw" >"$2" <<'EOF'
 import re, sys
-touched = {".", "w", "sv", "s-top", "sv/s-nested", "new1", "sv/new2", "s-ro", "w/sv"}
+touched = {".", "w", "sv", "s-top", "sv/s-nested", "new1", "sv/new2", "s-ro", "w/sv",
+           "nocow", "nocow/new3", "s-top/nocow", "sv/s-nested/nocow"}
 for line in open(sys.argv[1]):
     path = line.split(" ", 1)[0]
     if path in touched:
@@ -173,18 +178,23 @@ cell() {
 	mkdir "$m/recv"
 	btrfs send -q "$m/ro0" | btrfs receive -q "$m/recv" ||
 		{ fail "$name: btrfs send | receive"; oracle_kumount "$m"; return; }
+	# What new subvolumes inherit: the top level's compression property,
+	# not the NODATACOW flag of the directory they are made in.
+	mkdir "$m/nocow"
+	chattr +C "$m/nocow"
+	btrfs property set "$m" compression zstd
 	oracle_kumount "$m"
 	cp --sparse=always "$img" "$kimg"
 
 	# 2. The snapshots, both ways.
 	local src dst ro
-	local -a ops=("c /new1" "c /sv/new2" "- / /s-top" "r /sv /s-ro" "- /sv /w"
-		"- /s-top /sv/s-nested" "r /recv/ro0 /s-recv")
+	local -a ops=("c /new1" "c /sv/new2" "c /nocow/new3" "- / /s-top" "r /sv /s-ro"
+		"- /sv /w" "- /s-top /sv/s-nested" "r /recv/ro0 /s-recv")
 	local out
 	for op in "${ops[@]}"; do
 		read -r ro src dst <<<"$op"
 		if [[ $ro == c ]]; then
-			out=$("$UBTRFS" subvolume create "$img" "$src" 2>&1) ||
+			out=$(umask 027 && "$UBTRFS" subvolume create "$img" "$src" 2>&1) ||
 				{ printf '%s\n' "$out"; fail "$name: ubtrfs subvolume create $src"; return; }
 			oracle_check_clean "$name: create $src" "$img" || fail "$name: btrfs check after creating $src"
 			continue
@@ -198,7 +208,8 @@ cell() {
 		read -r ro src dst <<<"$op"
 		if [[ $ro == c ]]; then
 			# A commit of its own, as ubtrfs's command makes.
-			btrfs subvolume create "$k$src" >/dev/null && btrfs filesystem sync "$k" ||
+			(umask 027 && btrfs subvolume create "$k$src" >/dev/null) &&
+				btrfs filesystem sync "$k" ||
 				fail "$name: kernel subvolume create $src"
 			continue
 		fi
@@ -265,15 +276,19 @@ cell() {
 		head -20 "$T/$name.ri.diff"
 		fail "$name: the snapshots' ROOT_ITEMs differ from the kernel's"
 	fi
-	ids=$(btrfs subvolume list "$m" | awk '$NF ~ /^(new1|sv\/new2)$/ {print $2}')
-	[[ $(wc -w <<<"$ids") == 2 ]] || fail "$name: new subvolume ids: $ids"
+	ids=$(btrfs subvolume list "$m" | awk '$NF ~ /^(new1|sv\/new2|nocow\/new3)$/ {print $2}')
+	[[ $(wc -w <<<"$ids") == 3 ]] || fail "$name: new subvolume ids: $ids"
+	# shellcheck disable=SC2086
+	[[ $(root_items "$img" $ids | grep -c '^key (') == 3 ]] || fail "$name: ROOT_ITEMs not found"
 	# shellcheck disable=SC2086
 	if ! diff <(root_items "$kimg" $ids) <(root_items "$img" $ids) >"$T/$name.rn.diff"; then
 		head -20 "$T/$name.rn.diff"
 		fail "$name: the new subvolumes' ROOT_ITEMs differ from the kernel's"
 	fi
-	# Their root directories, and the new subvolumes are writable.
-	for p in new1 sv/new2; do
+	# Their root directories: inode, mode (umask 027: 0750), owner, links
+	# (the flags and the property are in the manifests).
+	[[ $(stat -c %a "$m/new1") == 750 ]] || fail "$name: new1 has mode $(stat -c %a "$m/new1")"
+	for p in new1 sv/new2 nocow/new3; do
 		[[ $(stat -c '%i %a %u %g %h' "$m/$p") == "$(stat -c '%i %a %u %g %h' "$k/$p")" ]] ||
 			fail "$name: $p: $(stat -c '%i %a %u %g %h' "$m/$p"), the kernel's $(stat -c '%i %a %u %g %h' "$k/$p")"
 	done
@@ -288,6 +303,8 @@ cell() {
 	dd if=/dev/urandom of="$m/s-top/many/f00001" bs=64k count=3 conv=notrunc status=none
 	rm -f "$m/w/sv/many/f00002" "$m/s-top/many/f00003"
 	mv "$m/sv/many/f00004" "$m/sv/many/renamed"
+	head -c 300000 /dev/urandom >"$m/new1/by-kernel"
+	mkdir "$m/sv/new2/d" && echo x >"$m/sv/new2/d/f"
 	oracle_kumount "$m"
 	oracle_check_clean "$name: after the kernel's writes" "$img" || fail "$name: check after the kernel's writes"
 	oracle_kmount -o ro "$m" "$img" || { fail "$name: kernel mount"; return; }
@@ -316,6 +333,8 @@ cell() {
 			cp "$T/$name.data" "$f/sv/by-ubtrfs"
 			rm -f "$f/s-top/many/f00010" "$f/sv/many/f00011"
 			echo changed >"$f/s-top/w/small-by-ubtrfs"
+			cp "$T/$name.data" "$f/nocow/new3/by-ubtrfs"
+			rm -f "$f/new1/by-kernel"
 			sync -f "$f/sv" || true
 			fusermount3 -u "$f" || umount "$f"
 			oracle_image_daemon_end "$name: rw mount" 1 "$ORACLE_DAEMON_PID" "$T/$name.daemon.log" 100 ||
@@ -325,6 +344,9 @@ cell() {
 		oracle_kmount -o ro "$m" "$img" || { fail "$name: kernel mount"; return; }
 		cmp -s "$T/$name.data" "$m/s-top/many/by-ubtrfs" || fail "$name: s-top/many/by-ubtrfs"
 		cmp -s "$T/$name.data" "$m/sv/by-ubtrfs" || fail "$name: sv/by-ubtrfs"
+		cmp -s "$T/$name.data" "$m/nocow/new3/by-ubtrfs" || fail "$name: nocow/new3/by-ubtrfs"
+		[[ -e $m/new1/by-kernel ]] && fail "$name: new1/by-kernel still there"
+		[[ -f $m/sv/new2/d/f ]] || fail "$name: sv/new2/d/f missing"
 		[[ -e $m/s-top/many/f00010 || -e $m/sv/many/f00011 ]] && fail "$name: removed files still there"
 		[[ -e $m/many/f00010 && -e $m/s-ro/many/f00011 ]] || fail "$name: a source lost a file removed from its snapshot"
 		oracle_manifest "$m/s-ro" --inodes >"$T/$name.ro.2"
@@ -348,10 +370,17 @@ cell() {
 			fail "$name: snapshot $src $dst refused without a message"
 		fi
 	done
+	for p in /new1 /nope/x /s-ro/x /new1/.. /many/f00000/x; do
+		if "$UBTRFS" subvolume create "$img" "$p" >"$T/$name.refuse" 2>&1; then
+			fail "$name: subvolume create $p was made"
+		elif ! grep -q . "$T/$name.refuse"; then
+			fail "$name: subvolume create $p refused without a message"
+		fi
+	done
 	oracle_kmount -o ro "$m" "$img" || { fail "$name: kernel mount"; return; }
 	after=$(subvols "$m")
 	oracle_kumount "$m"
-	[[ $before == "$after" ]] || fail "$name: a refused snapshot changed the subvolumes"
+	[[ $before == "$after" ]] || fail "$name: a refused snapshot or create changed the subvolumes"
 	oracle_check_clean "$name: after the refusals" "$img" || fail "$name: check after the refusals"
 	rm -f "$img" "$kimg" "$T/$name".*.raw
 }

@@ -1770,7 +1770,7 @@ int ubt_ns_snapshot(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uin
 	/* A read-only snapshot of a received subvolume is found by the
 	 * received uuid too (btrfs receive's parent search). */
 	static const uint8_t zero_uuid[BTRFS_UUID_SIZE];
-	if (readonly && memcmp(btrfs_root_received_uuid(&ri), zero_uuid, BTRFS_UUID_SIZE)) {
+	if (memcmp(btrfs_root_received_uuid(&ri), zero_uuid, BTRFS_UUID_SIZE)) {
 		ret = uuid_add(t, btrfs_root_received_uuid(&ri), BTRFS_UUID_KEY_RECEIVED_SUBVOL, id);
 		if (ret)
 			return op_end(&o, ret);
@@ -1781,7 +1781,7 @@ int ubt_ns_snapshot(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uin
 }
 
 int ubt_ns_subvol_create(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint64_t dir,
-			 const char *name, size_t len, uint32_t uid, uint32_t gid,
+			 const char *name, size_t len, uint32_t mode, uint32_t uid, uint32_t gid,
 			 struct ubt_ns_time now, uint64_t *id_out)
 {
 	struct nsop o, n;
@@ -1798,7 +1798,12 @@ int ubt_ns_subvol_create(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol
 		ret = dirent_fits(&o, disz, len);
 	if (ret)
 		return ret;
-	ssize_t plen = inherit(&o, dir, &dii, S_IFDIR, &flags, prop);
+	/* A subvolume inherits no flags from the directory it is made in,
+	 * and its properties from the parent subvolume's root directory (as
+	 * the kernel does). */
+	struct btrfs_inode_item noflags;
+	memset(&noflags, 0, sizeof(noflags));
+	ssize_t plen = inherit(&o, BTRFS_FIRST_FREE_OBJECTID, &noflags, S_IFDIR, &flags, prop);
 	if (plen < 0)
 		return (int)plen;
 	ret = ubt_wroot_get(t, BTRFS_ROOT_TREE_OBJECTID, &rt);
@@ -1846,7 +1851,7 @@ int ubt_ns_subvol_create(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol
 		return op_end(&o, ret);
 
 	/* Its root directory: inode 256, named ".." in itself at index 0,
-	 * owned by the caller, with what a new directory in dir inherits. */
+	 * owned by the caller, with the parent subvolume's properties. */
 	ret = op_begin(&n, ns, t, id, now);
 	if (ret)
 		return op_end(&o, ret);
@@ -1857,7 +1862,7 @@ int ubt_ns_subvol_create(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol
 	btrfs_set_inode_nlink(&ii, 1);
 	btrfs_set_inode_uid(&ii, uid);
 	btrfs_set_inode_gid(&ii, gid);
-	btrfs_set_inode_mode(&ii, S_IFDIR | 0755);
+	btrfs_set_inode_mode(&ii, S_IFDIR | (mode & 0777));
 	btrfs_set_inode_flags(&ii, flags);
 	set_time(btrfs_inode_atime(&ii), now);
 	set_time(btrfs_inode_ctime(&ii), now);

@@ -147,13 +147,14 @@ int ubt_ns_snapshot(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uin
  * A new, empty subvolume named `name` in directory `dir` of subvolume
  * `subvol`, as the kernel makes one: a tree (id one above the highest in
  * the root tree, in *id) holding its root directory (inode 256, owned by
- * uid and gid, mode 0755, the flags and compression property a new
- * directory in dir inherits), the ROOT_ITEM (key offset 0, a new uuid,
+ * uid and gid, permissions mode & 0777 - the caller applies the umask -,
+ * no flags from dir but the compression property of the parent
+ * subvolume's root directory), the ROOT_ITEM (key offset 0, a new uuid,
  * otime and ctime now), ROOT_REF and ROOT_BACKREF, the uuid tree's entry,
  * the entry in dir.
  */
 int ubt_ns_subvol_create(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint64_t dir,
-			 const char *name, size_t len, uint32_t uid, uint32_t gid,
+			 const char *name, size_t len, uint32_t mode, uint32_t uid, uint32_t gid,
 			 struct ubt_ns_time now, uint64_t *id);
 
 /* A new name for non-directory `ino`. */
