@@ -93,8 +93,8 @@ static int parse(int argc, char **argv, const char *name, const char *usage, int
 		return cli_usage_error(name, "invalid option");
 	}
 	if (argc - optind < npaths + 1)
-		return cli_usage_error(name, "a DEVICE and %s are required",
-				       npaths == 1 ? "a PATH" : "a SOURCE, a DEST");
+		return cli_usage_error(name, "%s are required",
+				       npaths == 1 ? "a DEVICE and a PATH" : "a DEVICE, a SOURCE and a DEST");
 	for (int i = argc - npaths - 1; i >= optind; i--) {
 		if (a->ndev >= CLI_MAX_DEVICES)
 			return cli_usage_error(name, "too many devices");
