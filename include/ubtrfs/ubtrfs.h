@@ -328,8 +328,9 @@ UBTRFS_API const char *ubtrfs_feature_name(enum ubtrfs_feature_class cls, unsign
  * `out` (may be NULL) receives the new or changed inode's attributes.
  * Times are the current time (CLOCK_REALTIME) unless given.
  *
- * Limits: of subvolume operations only creation and snapshots (below),
- * no deletion; no compression on write.
+ * Limits: subvolumes are created, snapshotted and deleted (below), but a
+ * deleted one's blocks are only freed by the kernel; no compression on
+ * write.
  */
 
 /* mode: S_IFREG, S_IFDIR, S_IFIFO, S_IFSOCK, S_IFCHR or S_IFBLK | 07777
@@ -438,6 +439,15 @@ UBTRFS_API int ubtrfs_snapshot(ubtrfs_fs *fs, uint64_t src, ubtrfs_ino dir, cons
  */
 UBTRFS_API int ubtrfs_subvol_create(ubtrfs_fs *fs, ubtrfs_ino dir, const char *name, uint32_t mode,
 				    uint32_t uid, uint32_t gid, uint64_t *id);
+/*
+ * Delete the subvolume named `name` in directory `dir` (as `btrfs
+ * subvolume delete`): its name goes and it is marked dead; its blocks stay
+ * allocated until the kernel drops the tree at its next read-write mount
+ * (ubtrfs does not).  -EINVAL if `name` is not a subvolume, -EPERM for the
+ * default subvolume, -ENOTEMPTY while it holds subvolumes.  *id (may be
+ * NULL): the deleted tree.
+ */
+UBTRFS_API int ubtrfs_subvol_delete(ubtrfs_fs *fs, ubtrfs_ino dir, const char *name, uint64_t *id);
 /* Write the running transaction to disk (0 when there is none). */
 UBTRFS_API int ubtrfs_commit(ubtrfs_fs *fs);
 

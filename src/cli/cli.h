@@ -63,6 +63,8 @@ int cmd_subvolume_list(int argc, char **argv);
 extern const char cmd_subvolume_list_usage[];
 int cmd_subvolume_create(int argc, char **argv);
 extern const char cmd_subvolume_create_usage[];
+int cmd_subvolume_delete(int argc, char **argv);
+extern const char cmd_subvolume_delete_usage[];
 int cmd_subvolume_snapshot(int argc, char **argv);
 extern const char cmd_subvolume_snapshot_usage[];
 int cmd_filesystem_show(int argc, char **argv);

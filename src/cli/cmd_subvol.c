@@ -1,6 +1,7 @@
 /*
  * cli: subvolume changes on unmounted images.
  *   ubtrfs subvolume create DEVICE... PATH
+ *   ubtrfs subvolume delete DEVICE... PATH
  *   ubtrfs subvolume snapshot [-r] DEVICE... SOURCE DEST
  */
 #include "cli.h"
@@ -40,6 +41,21 @@ const char cmd_subvolume_snapshot_usage[] =
 	"  --device PATH       another device of the filesystem (repeatable)\n"
 	"  --subvol PATH       paths are from this subvolume (path from the top level)\n"
 	"  --subvolid ID       paths are from the subvolume with this id\n";
+
+const char cmd_subvolume_delete_usage[] =
+	"usage: ubtrfs subvolume delete DEVICE... PATH\n"
+	"\n"
+	"Delete subvolume PATH of an unmounted filesystem, as `btrfs subvolume delete`\n"
+	"does on a mounted one: its name goes and it is marked dead.  Its blocks stay\n"
+	"allocated until the Linux kernel mounts the filesystem read-write and drops\n"
+	"the dead tree (as it does after its own deletes); ubtrfs does not free them.\n"
+	"Refused for the default subvolume and for one that holds subvolumes.\n"
+	"PATH is from the top level unless --subvol/--subvolid says otherwise.\n"
+	"EXPERIMENTAL, as every write.\n"
+	"\n"
+	"  --device PATH       another device of the filesystem (repeatable)\n"
+	"  --subvol PATH       PATH is from this subvolume (path from the top level)\n"
+	"  --subvolid ID       PATH is from the subvolume with this id\n";
 
 static const struct option longopts[] = {
 	CLI_FS_LONGOPTS,
@@ -170,6 +186,47 @@ int cmd_subvolume_create(int argc, char **argv)
 		printf("Create subvolume '%s' (id %" PRIu64 ")\n", path, id);
 	else if (ret != -EEXIST && id)
 		fprintf(stderr, "ubtrfs: committing: %s\n", ubtrfs_strerror(ret));
+	free(dir);
+	ubtrfs_close(fs);
+	cli_fs_args_release(&a);
+	return ret ? 1 : 0;
+}
+
+int cmd_subvolume_delete(int argc, char **argv)
+{
+	struct cli_fs_args a = { 0 };
+	int r = parse(argc, argv, "subvolume delete", cmd_subvolume_delete_usage, 1, &a, NULL);
+	if (r)
+		return r < 0 ? 0 : r;
+	const char *path = argv[argc - 1];
+	ubtrfs_fs *fs;
+	ubtrfs_ino root;
+	if (cli_fs_open(&a, &fs, &root)) {
+		cli_fs_args_release(&a);
+		return 1;
+	}
+	struct ubtrfs_stat st, dst;
+	char name[256], *dir = NULL;
+	uint64_t id = 0;
+	int ret = ubtrfs_resolve(fs, root, path, &st);
+	if (!ret && (st.id.ino != 256 || !S_ISDIR(st.mode) || st.id.subvol == 5)) {
+		fprintf(stderr, "ubtrfs: %s: not a subvolume\n", path);
+		ret = -EINVAL;
+	} else if (ret) {
+		fprintf(stderr, "ubtrfs: %s: %s\n", path, ubtrfs_strerror(ret));
+	}
+	if (!ret)
+		ret = new_name(fs, root, path, &dst, name, sizeof(name), &dir);
+	if (!ret) {
+		ret = ubtrfs_subvol_delete(fs, dst.id, name, &id);
+		if (!ret)
+			ret = ubtrfs_commit(fs);
+		if (ret)
+			fprintf(stderr, "ubtrfs: deleting subvolume %s: %s\n", path,
+				ubtrfs_strerror(ret));
+		else
+			printf("Delete subvolume '%s' (id %" PRIu64 ")\n", path, id);
+	}
 	free(dir);
 	ubtrfs_close(fs);
 	cli_fs_args_release(&a);

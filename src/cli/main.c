@@ -33,6 +33,8 @@ static const struct cli_cmd subvolume_commands[] = {
 	  cmd_subvolume_list, NULL },
 	{ "create", NULL, "make a new, empty subvolume (unmounted; experimental)",
 	  cmd_subvolume_create_usage, cmd_subvolume_create, NULL },
+	{ "delete", NULL, "delete a subvolume (unmounted; experimental)",
+	  cmd_subvolume_delete_usage, cmd_subvolume_delete, NULL },
 	{ "snapshot", NULL, "make a snapshot of a subvolume (unmounted; experimental)",
 	  cmd_subvolume_snapshot_usage, cmd_subvolume_snapshot, NULL },
 	{ NULL, NULL, NULL, NULL, NULL, NULL },

@@ -1097,6 +1097,25 @@ int ubtrfs_subvol_create(ubtrfs_fs *f, ubtrfs_ino dir, const char *name, uint32_
 	return ret;
 }
 
+int ubtrfs_subvol_delete(ubtrfs_fs *f, ubtrfs_ino dir, const char *name, uint64_t *id)
+{
+	struct op op;
+	int ret, pass = 0;
+	uint64_t nid = 0;
+
+	do {
+		ret = op_begin(f, &op);
+		if (ret)
+			return ret;
+		ret = ubt_ns_subvol_delete(f->ns, op.t, dir.subvol, dir.ino, name, strlen(name),
+					   op.now, &nid);
+		ret = op_end_retry(&op, ret, &pass);
+	} while (ret == OP_RETRY);
+	if (!ret && id)
+		*id = nid;
+	return ret;
+}
+
 int ubtrfs_unlink(ubtrfs_fs *f, ubtrfs_ino dir, const char *name)
 {
 	struct op op;

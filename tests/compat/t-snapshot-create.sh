@@ -1,5 +1,5 @@
 #!/bin/bash
-# t-snapshot-create: `ubtrfs subvolume snapshot` on unmounted images, judged
+# t-snapshot-create: `ubtrfs subvolume create/snapshot/delete` on unmounted images, judged
 # by btrfs check and by the kernel making the same snapshots.
 #
 # For each cell (the filesystem's maker and node size):
@@ -43,6 +43,8 @@
 #      whose parent does not exist, a read-only parent subvolume (s-ro);
 #      and creates of an existing name, under a missing parent, in s-ro,
 #      of "..", under a regular file.
+#
+# Then `ubtrfs subvolume delete` against the kernel's (see deletes below).
 #
 # Needs root, loop devices, kernel btrfs, btrfs-progs, python3; step 5
 # also FUSE (skipped with a message where it is missing, a failure under
@@ -385,8 +387,83 @@ cell() {
 	rm -f "$img" "$kimg" "$T/$name".*.raw
 }
 
+# root_keys IMG: the root tree's items, keys and flags lines only (no
+# addresses): what a deletion leaves there.
+root_keys() {
+	btrfs inspect-internal dump-tree -t root "$1" |
+		grep -E "^\s*item [0-9]+ key|^\s*last_snapshot" | sed -E 's/ itemoff [0-9]+ itemsize [0-9]+//'
+}
+
+# deletes: `ubtrfs subvolume delete` against the kernel's `btrfs subvolume
+# delete` on a copy (a, with files and a snapshot sa of it; b/c, nested):
+# the root tree's items and flags (DEAD, no references, ORPHAN_ITEMs) and
+# the uuid tree as the kernel's; btrfs check clean; the kernel mounts ours
+# read-write and drops the dead trees (`btrfs subvolume sync`): check clean,
+# nothing of them left, sa intact.  Refused, changing nothing: b (holds c),
+# the top level, a plain directory, the default subvolume, a missing name.
+deletes() {
+	local img=$T/del.img kimg=$T/del.k.img m=$T/del.m k=$T/del.k id
+	echo "== deletes"
+	truncate -s 1G "$img"
+	oracle_mkfs_with mkfs.btrfs "-n 4096" "$img" || { fail "deletes: mkfs"; return; }
+	oracle_kmount "$m" "$img" || { fail "deletes: kernel mount"; return; }
+	btrfs subvolume create "$m/a" >/dev/null
+	many_files "$m/a" 600 11
+	btrfs subvolume create "$m/b" >/dev/null
+	btrfs subvolume create "$m/b/c" >/dev/null
+	echo c >"$m/b/c/f"
+	btrfs subvolume snapshot "$m/a" "$m/sa" >/dev/null
+	btrfs subvolume snapshot -r "$m/a" "$m/sro" >/dev/null
+	mkdir "$m/plain"
+	id=$(btrfs subvolume list "$m" | awk '$NF == "sro" {print $2}')
+	btrfs subvolume set-default "$id" "$m"
+	oracle_kumount "$m"
+	# (Kernel mounts below name the top level: the default is sro now.)
+	cp --sparse=always "$img" "$kimg"
+	local p out before
+	before=$(root_keys "$img")
+	for p in /b / /plain /sro /nope; do
+		if "$UBTRFS" subvolume delete "$img" "$p" >"$T/del.refuse" 2>&1; then
+			fail "deletes: $p was deleted"
+		elif ! grep -q . "$T/del.refuse"; then
+			fail "deletes: $p refused without a message"
+		fi
+	done
+	[[ $(root_keys "$img") == "$before" ]] || fail "deletes: a refused delete changed the root tree"
+	for p in /a /b/c; do
+		out=$("$UBTRFS" subvolume delete "$img" "$p" 2>&1) ||
+			{ printf '%s\n' "$out"; fail "deletes: ubtrfs subvolume delete $p"; return; }
+		oracle_check_clean "deletes: $p" "$img" || fail "deletes: btrfs check after deleting $p"
+	done
+	oracle_kmount -o subvolid=5 "$k" "$kimg" || { fail "deletes: kernel mount of the copy"; return; }
+	btrfs subvolume delete "$k/a" "$k/b/c" >/dev/null || fail "deletes: the kernel's delete"
+	oracle_kumount "$k"
+	diff <(root_keys "$kimg") <(root_keys "$img") >"$T/del.diff" ||
+		{ head -20 "$T/del.diff"; fail "deletes: the root tree differs from the kernel's"; }
+	[[ $(root_keys "$img" | grep -c ORPHAN_ITEM) == 2 ]] || fail "deletes: not two ORPHAN_ITEMs"
+	local ty
+	for ty in UUID_KEY_SUBVOL UUID_KEY_RECEIVED_SUBVOL; do
+		[[ $(uuid_count "$img" $ty) == "$(uuid_count "$kimg" $ty)" ]] ||
+			fail "deletes: $ty ids $(uuid_count "$img" $ty), the kernel's $(uuid_count "$kimg" $ty)"
+	done
+	# The kernel drops the dead trees.
+	oracle_kmount -o subvolid=5 "$m" "$img" || { fail "deletes: kernel mount after the deletes"; return; }
+	[[ -e $m/a || -e $m/b/c ]] && fail "deletes: a deleted subvolume is still there"
+	btrfs subvolume sync "$m" >/dev/null || fail "deletes: btrfs subvolume sync"
+	oracle_kmount -o ro,subvolid=5 "$k" "$kimg" || { fail "deletes: kernel mount of the copy"; return; }
+	cmp -s <(oracle_manifest "$m/sa" --inodes) <(oracle_manifest "$k/sa" --inodes) ||
+		fail "deletes: sa differs from the kernel's"
+	oracle_kumount "$k"
+	oracle_kumount "$m"
+	oracle_check_clean "deletes: after the kernel's cleanup" "$img" || fail "deletes: check after cleanup"
+	root_keys "$img" | grep -qE "ORPHAN_ITEM|\((256|258) ROOT_ITEM" &&
+		fail "deletes: the dead trees were not dropped"
+	rm -f "$img" "$kimg"
+}
+
 cell kernel4k mkfs.btrfs "-n 4096"
 cell ubtrfs16k ubtrfs ""
+deletes
 
 if ((FAILS)); then
 	echo "t-snapshot-create: $FAILS failure(s)"

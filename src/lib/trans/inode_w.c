@@ -1897,6 +1897,190 @@ int ubt_ns_subvol_create(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol
 	return 0;
 }
 
+/* Take subvolume `id` out of the uuid tree item of (uuid, type). */
+static int uuid_remove(struct ubt_trans *t, const uint8_t *uuid, uint8_t type, uint64_t id)
+{
+	struct ubt_fs *fs = t->w->fs;
+	struct ubt_wroot *ut;
+	struct btrfs_key key;
+	struct ubt_path path;
+	static const uint8_t zero[BTRFS_UUID_SIZE];
+
+	if (!fs->uuid_tree.bytenr || !memcmp(uuid, zero, BTRFS_UUID_SIZE))
+		return 0;
+	int ret = ubt_wroot_get(t, BTRFS_UUID_TREE_OBJECTID, &ut);
+	if (ret)
+		return ret;
+	btrfs_uuid_to_key(uuid, type, &key);
+	ubt_path_init(&path);
+	ret = ubt_search_slot_w(t, ut, &key, &path, -1);
+	if (ret == 1) {
+		ubt_path_release(&fs->tree, &path);
+		return 0;	/* never listed (the kernel rebuilds what is missing) */
+	}
+	if (ret) {
+		ubt_path_release(&fs->tree, &path);
+		return ret;
+	}
+	uint32_t size = ubt_eb_item_size(path.nodes[0], path.slots[0]);
+	uint8_t *p = ubt_eb_witem_data(path.nodes[0], path.slots[0]);
+	for (uint32_t off = 0; off + 8 <= size; off += 8) {
+		if (ubt_get_le64(p + off) != id)
+			continue;
+		if (size == 8)
+			return ubt_del_items(t, ut, &path, 1);	/* releases the path */
+		memmove(p + off, p + off + 8, size - off - 8);
+		ret = ubt_truncate_item(t, &path, size - 8, false);
+		break;
+	}
+	ubt_path_release(&fs->tree, &path);
+	return ret;
+}
+
+int ubt_ns_subvol_delete(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint64_t dir,
+			 const char *name, size_t len, struct ubt_ns_time now, uint64_t *id_out)
+{
+	struct nsop o;
+	struct btrfs_inode_item dii;
+	struct ubt_wroot *rt;
+	int ret;
+
+	ret = check_name(name, len);
+	if (!ret)
+		ret = op_begin(&o, ns, t, subvol, now);
+	if (!ret)
+		ret = read_dir(&o, dir, &dii);
+	if (ret)
+		return ret;
+	struct ubt_inode d = { .ino = dir, .sv = o.sv };
+	struct btrfs_key loc;
+	uint8_t ft;
+	ret = ubt_dir_lookup(o.fs, &d, name, len, &loc, &ft);
+	if (ret)
+		return ret;
+	if (loc.type != BTRFS_ROOT_ITEM_KEY)
+		return -EINVAL;	/* not a subvolume's entry */
+	uint64_t id = loc.objectid;
+	if (id == o.fs->default_subvol) {
+		ubt_log(UBT_LOG_ERROR, "subvolume %llu is the default subvolume; not deleted",
+			(unsigned long long)id);
+		return -EPERM;
+	}
+	ret = ubt_wroot_get(t, BTRFS_ROOT_TREE_OBJECTID, &rt);
+	if (ret)
+		return ret;
+	/* Its ROOT_REF here (the index of the name), and no subvolume of its
+	 * own below it. */
+	struct btrfs_key rk = { subvol, BTRFS_ROOT_REF_KEY, id };
+	struct ubt_path path;
+	uint64_t index = 0;
+	ubt_path_init(&path);
+	ret = ubt_search_slot(&o.fs->tree, &o.fs->root_tree, &rk, &path);
+	if (ret == 0) {
+		const struct btrfs_root_ref *rr = (const void *)ubt_eb_item_data(path.nodes[0],
+										   path.slots[0]);
+		if (ubt_eb_item_size(path.nodes[0], path.slots[0]) < sizeof(*rr) + len ||
+		    btrfs_root_ref_dirid(rr) != dir || btrfs_root_ref_name_len(rr) != len ||
+		    memcmp((const uint8_t *)rr + sizeof(*rr), name, len))
+			ret = UBT_CORRUPT(path.nodes[0]->start, "ROOT_REF of subvolume %llu does "
+					  "not match its entry", (unsigned long long)id);
+		else
+			index = btrfs_root_ref_sequence(rr);
+	} else if (ret == 1) {
+		ret = UBT_CORRUPT(0, "subvolume %llu has an entry but no ROOT_REF",
+				  (unsigned long long)id);
+	}
+	ubt_path_release(&o.fs->tree, &path);
+	if (ret)
+		return ret;
+	struct btrfs_key nmin = { id, BTRFS_ROOT_REF_KEY, 0 }, nmax = { id, BTRFS_ROOT_REF_KEY, (uint64_t)-1 };
+	struct ubt_iter it;
+	ubt_iter_start(&it, &o.fs->tree, &o.fs->root_tree, &nmin, &nmax);
+	ret = ubt_iter_next(&it);
+	ubt_iter_end(&it);
+	if (ret == 0)
+		return -ENOTEMPTY;
+	if (ret < 0)
+		return ret;
+	/* Its ROOT_ITEM (the key's offset: 0, or a snapshot's transid). */
+	struct btrfs_key ik = { id, BTRFS_ROOT_ITEM_KEY, (uint64_t)-1 };
+	struct btrfs_root_item ri;
+	ubt_path_init(&path);
+	ret = ubt_search_le(&o.fs->tree, &o.fs->root_tree, &ik, &path);
+	if (ret == 0) {
+		ubt_eb_item_key(path.nodes[0], path.slots[0], &ik);
+		if (ik.objectid != id || ik.type != BTRFS_ROOT_ITEM_KEY ||
+		    ubt_eb_item_size(path.nodes[0], path.slots[0]) < sizeof(ri))
+			ret = UBT_CORRUPT(path.nodes[0]->start, "no root item for subvolume %llu",
+					  (unsigned long long)id);
+		else
+			memcpy(&ri, ubt_eb_item_data(path.nodes[0], path.slots[0]), sizeof(ri));
+	} else if (ret == 1) {
+		ret = UBT_CORRUPT(0, "no root item for subvolume %llu", (unsigned long long)id);
+	}
+	ubt_path_release(&o.fs->tree, &path);
+	if (!ret && (btrfs_root_flags(&ri) & BTRFS_ROOT_SUBVOL_DEAD))
+		ret = -ENOENT;
+	if (!ret)
+		ret = op_reserve(&o, true);
+	if (ret)
+		return ret;
+
+	/* The name, from dir; ROOT_REF and ROOT_BACKREF. */
+	ret = dirent_remove(&o, dir, name, len, index);
+	if (!ret) {
+		dir_resize(&dii, len, false);
+		touch(&o, &dii, 1, true);
+		ret = write_inode(&o, dir, &dii);
+	}
+	if (!ret)
+		ret = ubt_delete_key(t, rt, &rk);
+	if (!ret) {
+		struct btrfs_key bk = { id, BTRFS_ROOT_BACKREF_KEY, subvol };
+		ret = ubt_delete_key(t, rt, &bk);
+	}
+	/* Dead, with no references, and an ORPHAN_ITEM of the root tree: the
+	 * kernel drops the tree at its next read-write mount, as after its
+	 * own `btrfs subvolume delete`.  The item changes in place (its
+	 * generation stays the root block's). */
+	if (!ret) {
+		btrfs_set_root_flags(&ri, btrfs_root_flags(&ri) | BTRFS_ROOT_SUBVOL_DEAD);
+		btrfs_set_root_refs(&ri, 0);
+		ubt_path_init(&path);
+		ret = ubt_search_slot_w(t, rt, &ik, &path, 0);
+		if (ret == 1)
+			ret = UBT_CORRUPT(0, "root item of subvolume %llu vanished",
+					  (unsigned long long)id);
+		if (!ret)
+			memcpy(ubt_eb_witem_data(path.nodes[0], path.slots[0]), &ri, sizeof(ri));
+		ubt_path_release(&o.fs->tree, &path);
+	}
+	for (size_t i = 0; !ret && i < t->w->nroots; i++) {
+		struct ubt_wroot *r = t->w->roots[i];
+		if (r->objectid == id) {
+			btrfs_set_root_flags(&r->item, btrfs_root_flags(&ri));
+			btrfs_set_root_refs(&r->item, 0);
+		}
+	}
+	if (!ret) {
+		uint8_t *p;
+		struct btrfs_key ok = { BTRFS_ORPHAN_OBJECTID, BTRFS_ORPHAN_ITEM_KEY, id };
+		ret = ubt_insert_item(t, rt, &ok, 0, &p);
+		if (ret == -EEXIST)
+			ret = 0;
+	}
+	if (!ret)
+		ret = uuid_remove(t, btrfs_root_uuid(&ri), BTRFS_UUID_KEY_SUBVOL, id);
+	if (!ret)
+		ret = uuid_remove(t, btrfs_root_received_uuid(&ri), BTRFS_UUID_KEY_RECEIVED_SUBVOL, id);
+	if (ret)
+		return op_end(&o, ret);
+	touch_root(&o);
+	if (id_out)
+		*id_out = id;
+	return 0;
+}
+
 /* ---- link, unlink, rmdir -------------------------------------------------- */
 
 int ubt_ns_link(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint64_t ino,

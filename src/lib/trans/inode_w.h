@@ -157,6 +157,19 @@ int ubt_ns_subvol_create(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol
 			 const char *name, size_t len, uint32_t mode, uint32_t uid, uint32_t gid,
 			 struct ubt_ns_time now, uint64_t *id);
 
+/*
+ * Delete the subvolume named `name` in directory `dir` of subvolume
+ * `subvol`, as the kernel's `btrfs subvolume delete` does: the entry,
+ * ROOT_REF and ROOT_BACKREF go, the ROOT_ITEM becomes DEAD with no
+ * references, an ORPHAN_ITEM in the root tree names it, its uuid tree
+ * entries go; its tree stays until the kernel drops it (its next
+ * read-write mount).  -EINVAL for a name that is not a subvolume's,
+ * -EPERM for the default subvolume, -ENOTEMPTY when it holds subvolumes
+ * of its own.  *id: the deleted tree.
+ */
+int ubt_ns_subvol_delete(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint64_t dir,
+			 const char *name, size_t len, struct ubt_ns_time now, uint64_t *id);
+
 /* A new name for non-directory `ino`. */
 int ubt_ns_link(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uint64_t ino,
 		uint64_t dir, const char *name, size_t len, struct ubt_ns_time now);
