@@ -207,6 +207,8 @@ static int op_begin(struct nsop *o, struct ubt_ns *ns, struct ubt_trans *t, uint
 	ret = ubt_fs_subvol(o->fs, subvol, &o->sv);
 	if (ret)
 		return ret;
+	if (btrfs_root_flags(&o->sv->item) & BTRFS_ROOT_SUBVOL_DEAD)
+		return -ENOENT;	/* deleted (ubt_ns_subvol_delete) */
 	if (o->sv->readonly)
 		return -EROFS;
 	return ubt_wroot_get(t, subvol, &o->root);
@@ -1982,13 +1984,11 @@ int ubt_ns_subvol_delete(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol
 		if (ubt_eb_item_size(path.nodes[0], path.slots[0]) < sizeof(*rr) + len ||
 		    btrfs_root_ref_dirid(rr) != dir || btrfs_root_ref_name_len(rr) != len ||
 		    memcmp((const uint8_t *)rr + sizeof(*rr), name, len))
-			ret = UBT_CORRUPT(path.nodes[0]->start, "ROOT_REF of subvolume %llu does "
-					  "not match its entry", (unsigned long long)id);
+			ret = -EINVAL;	/* a placeholder: the subvolume is named elsewhere */
 		else
 			index = btrfs_root_ref_sequence(rr);
 	} else if (ret == 1) {
-		ret = UBT_CORRUPT(0, "subvolume %llu has an entry but no ROOT_REF",
-				  (unsigned long long)id);
+		ret = -EINVAL;	/* a snapshot's placeholder of a nested subvolume */
 	}
 	ubt_path_release(&o.fs->tree, &path);
 	if (ret)
@@ -2021,6 +2021,15 @@ int ubt_ns_subvol_delete(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol
 	ubt_path_release(&o.fs->tree, &path);
 	if (!ret && (btrfs_root_flags(&ri) & BTRFS_ROOT_SUBVOL_DEAD))
 		ret = -ENOENT;
+	struct btrfs_key bk = { id, BTRFS_ROOT_BACKREF_KEY, subvol };
+	if (!ret) {
+		ubt_path_init(&path);
+		ret = ubt_search_slot(&o.fs->tree, &o.fs->root_tree, &bk, &path);
+		ubt_path_release(&o.fs->tree, &path);
+		if (ret == 1)
+			ret = UBT_CORRUPT(0, "subvolume %llu has a ROOT_REF but no ROOT_BACKREF",
+					  (unsigned long long)id);
+	}
 	if (!ret)
 		ret = op_reserve(&o, true);
 	if (ret)
@@ -2035,10 +2044,8 @@ int ubt_ns_subvol_delete(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol
 	}
 	if (!ret)
 		ret = ubt_delete_key(t, rt, &rk);
-	if (!ret) {
-		struct btrfs_key bk = { id, BTRFS_ROOT_BACKREF_KEY, subvol };
+	if (!ret)
 		ret = ubt_delete_key(t, rt, &bk);
-	}
 	/* Dead, with no references, and an ORPHAN_ITEM of the root tree: the
 	 * kernel drops the tree at its next read-write mount, as after its
 	 * own `btrfs subvolume delete`.  The item changes in place (its
@@ -2046,6 +2053,8 @@ int ubt_ns_subvol_delete(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol
 	if (!ret) {
 		btrfs_set_root_flags(&ri, btrfs_root_flags(&ri) | BTRFS_ROOT_SUBVOL_DEAD);
 		btrfs_set_root_refs(&ri, 0);
+		memset(btrfs_root_drop_progress(&ri), 0, sizeof(struct btrfs_disk_key));
+		btrfs_set_root_drop_level(&ri, 0);
 		ubt_path_init(&path);
 		ret = ubt_search_slot_w(t, rt, &ik, &path, 0);
 		if (ret == 1)
@@ -2061,6 +2070,18 @@ int ubt_ns_subvol_delete(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol
 			btrfs_set_root_flags(&r->item, btrfs_root_flags(&ri));
 			btrfs_set_root_refs(&r->item, 0);
 		}
+	}
+	/* The read side's copy too: later calls on this handle find it dead
+	 * (op_begin refuses it; an abort restores the saved item). */
+	if (!ret) {
+		pthread_mutex_lock(&o.fs->subvol_lock);
+		for (size_t i = 0; i < o.fs->nsubvols; i++) {
+			if (o.fs->subvols[i]->id == id) {
+				btrfs_set_root_flags(&o.fs->subvols[i]->item, btrfs_root_flags(&ri));
+				btrfs_set_root_refs(&o.fs->subvols[i]->item, 0);
+			}
+		}
+		pthread_mutex_unlock(&o.fs->subvol_lock);
 	}
 	if (!ret) {
 		uint8_t *p;
