@@ -444,7 +444,9 @@ UBTRFS_API int ubtrfs_subvol_create(ubtrfs_fs *fs, ubtrfs_ino dir, const char *n
  * subvolume delete`): its name goes and it is marked dead; its blocks stay
  * allocated until the kernel drops the tree at its next read-write mount
  * (ubtrfs does not).  -EINVAL if `name` is not a subvolume, -EPERM for the
- * default subvolume, -ENOTEMPTY while it holds subvolumes.  *id (may be
+ * default subvolume, -ENOTEMPTY while it holds subvolumes, -EBUSY while a
+ * file of it unlinked while in use (ubtrfs_ref) is still referenced.  On
+ * this handle the subvolume is gone from then on (-ENOENT).  *id (may be
  * NULL): the deleted tree.
  */
 UBTRFS_API int ubtrfs_subvol_delete(ubtrfs_fs *fs, ubtrfs_ino dir, const char *name, uint64_t *id);

@@ -124,6 +124,25 @@ static int parse(int argc, char **argv, const char *name, const char *usage, int
 	return 0;
 }
 
+/* parse, then open the filesystem read-write and find the root paths
+ * start from: 0 to go on (a released by the caller), else the exit
+ * status to return (everything released). */
+static int open_rw(int argc, char **argv, const char *name, const char *usage, int npaths,
+		   struct cli_fs_args *a, bool *readonly, ubtrfs_fs **fs, ubtrfs_ino *root)
+{
+	int r = parse(argc, argv, name, usage, npaths, a, readonly);
+
+	if (r) {
+		cli_fs_args_release(a);
+		return r < 0 ? 0 : r;
+	}
+	if (cli_fs_open(a, fs, root)) {
+		cli_fs_args_release(a);
+		return 1;
+	}
+	return -1;
+}
+
 /* The directory a new name goes in and the name, from path; prints why
  * not.  *dir (freed by the caller) is the directory's path. */
 static int new_name(ubtrfs_fs *fs, ubtrfs_ino root, const char *path, struct ubtrfs_stat *dst,
@@ -149,16 +168,13 @@ static int new_name(ubtrfs_fs *fs, ubtrfs_ino root, const char *path, struct ubt
 int cmd_subvolume_create(int argc, char **argv)
 {
 	struct cli_fs_args a = { 0 };
-	int r = parse(argc, argv, "subvolume create", cmd_subvolume_create_usage, 1, &a, NULL);
-	if (r)
-		return r < 0 ? 0 : r;
-	const char *path = argv[argc - 1];
 	ubtrfs_fs *fs;
 	ubtrfs_ino root;
-	if (cli_fs_open(&a, &fs, &root)) {
-		cli_fs_args_release(&a);
-		return 1;
-	}
+	int r = open_rw(argc, argv, "subvolume create", cmd_subvolume_create_usage, 1, &a, NULL,
+			&fs, &root);
+	if (r >= 0)
+		return r;
+	const char *path = argv[argc - 1];
 	struct ubtrfs_stat st;
 	char name[256], *dir = NULL;
 	uint64_t id = 0;
@@ -195,16 +211,13 @@ int cmd_subvolume_create(int argc, char **argv)
 int cmd_subvolume_delete(int argc, char **argv)
 {
 	struct cli_fs_args a = { 0 };
-	int r = parse(argc, argv, "subvolume delete", cmd_subvolume_delete_usage, 1, &a, NULL);
-	if (r)
-		return r < 0 ? 0 : r;
-	const char *path = argv[argc - 1];
 	ubtrfs_fs *fs;
 	ubtrfs_ino root;
-	if (cli_fs_open(&a, &fs, &root)) {
-		cli_fs_args_release(&a);
-		return 1;
-	}
+	int r = open_rw(argc, argv, "subvolume delete", cmd_subvolume_delete_usage, 1, &a, NULL,
+			&fs, &root);
+	if (r >= 0)
+		return r;
+	const char *path = argv[argc - 1];
 	struct ubtrfs_stat st, dst;
 	char name[256], *dir = NULL;
 	uint64_t id = 0;
@@ -237,18 +250,13 @@ int cmd_subvolume_snapshot(int argc, char **argv)
 {
 	struct cli_fs_args a = { 0 };
 	bool readonly = false;
-	int r = parse(argc, argv, "subvolume snapshot", cmd_subvolume_snapshot_usage, 2, &a,
-		      &readonly);
-	if (r)
-		return r < 0 ? 0 : r;
-	const char *src = argv[argc - 2], *dest = argv[argc - 1];
-
 	ubtrfs_fs *fs;
 	ubtrfs_ino root;
-	if (cli_fs_open(&a, &fs, &root)) {
-		cli_fs_args_release(&a);
-		return 1;
-	}
+	int r = open_rw(argc, argv, "subvolume snapshot", cmd_subvolume_snapshot_usage, 2, &a,
+			&readonly, &fs, &root);
+	if (r >= 0)
+		return r;
+	const char *src = argv[argc - 2], *dest = argv[argc - 1];
 	struct ubtrfs_stat sst, dst;
 	char name[256], *dir = NULL;
 	bool into = false;

@@ -1097,12 +1097,37 @@ int ubtrfs_subvol_create(ubtrfs_fs *f, ubtrfs_ino dir, const char *name, uint32_
 	return ret;
 }
 
+/* Does an inode of subvolume `subvol` in use lack its last name (an
+ * orphan: its ORPHAN_ITEM and its freeing need the subvolume)? */
+static bool subvol_has_orphans(ubtrfs_fs *f, uint64_t subvol)
+{
+	struct ubt_inuse *u = f->inuse;
+	bool any = false;
+
+	if (!u)
+		return false;
+	pthread_mutex_lock(&u->mu);
+	for (size_t i = 0; i < u->cap && !any; i++)
+		any = u->v[i].ino && u->v[i].subvol == subvol && u->v[i].orphan;
+	pthread_mutex_unlock(&u->mu);
+	return any;
+}
+
 int ubtrfs_subvol_delete(ubtrfs_fs *f, ubtrfs_ino dir, const char *name, uint64_t *id)
 {
 	struct op op;
 	int ret, pass = 0;
 	uint64_t nid = 0;
+	struct ubtrfs_stat st;
 
+	/* Files of it unlinked while open still need it: -EBUSY, as for a
+	 * busy mount, until they are closed. */
+	ret = ubtrfs_lookup(f, dir, name, &st);
+	if (ret)
+		return ret;
+	if (st.id.ino == BTRFS_FIRST_FREE_OBJECTID && st.id.subvol != dir.subvol &&
+	    subvol_has_orphans(f, st.id.subvol))
+		return -EBUSY;
 	do {
 		ret = op_begin(f, &op);
 		if (ret)

@@ -237,9 +237,12 @@ int ubt_fs_subvol(struct ubt_fs *fs, uint64_t id, const struct ubt_subvol **out)
 	pthread_mutex_lock(&fs->subvol_lock);
 	for (size_t i = 0; i < fs->nsubvols; i++) {
 		if (fs->subvols[i]->id == id) {
-			*out = fs->subvols[i];
+			/* Deleted (or made by an aborted transaction) since it
+			 * was cached: gone, as below. */
+			bool gone = btrfs_root_refs(&fs->subvols[i]->item) == 0;
+			*out = gone ? NULL : fs->subvols[i];
 			pthread_mutex_unlock(&fs->subvol_lock);
-			return 0;
+			return gone ? -ENOENT : 0;
 		}
 	}
 	pthread_mutex_unlock(&fs->subvol_lock);
@@ -263,10 +266,11 @@ int ubt_fs_subvol(struct ubt_fs *fs, uint64_t id, const struct ubt_subvol **out)
 	pthread_mutex_lock(&fs->subvol_lock);
 	for (size_t i = 0; i < fs->nsubvols; i++) {
 		if (fs->subvols[i]->id == id) {
-			*out = fs->subvols[i];
+			bool gone = btrfs_root_refs(&fs->subvols[i]->item) == 0;
+			*out = gone ? NULL : fs->subvols[i];
 			pthread_mutex_unlock(&fs->subvol_lock);
 			free(sv);
-			return 0;
+			return gone ? -ENOENT : 0;
 		}
 	}
 	if (fs->nsubvols == fs->subvols_cap) {

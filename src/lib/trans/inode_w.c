@@ -207,8 +207,6 @@ static int op_begin(struct nsop *o, struct ubt_ns *ns, struct ubt_trans *t, uint
 	ret = ubt_fs_subvol(o->fs, subvol, &o->sv);
 	if (ret)
 		return ret;
-	if (btrfs_root_flags(&o->sv->item) & BTRFS_ROOT_SUBVOL_DEAD)
-		return -ENOENT;	/* deleted (ubt_ns_subvol_delete) */
 	if (o->sv->readonly)
 		return -EROFS;
 	return ubt_wroot_get(t, subvol, &o->root);
@@ -1265,7 +1263,8 @@ static int dirent_probe(struct nsop *o, uint64_t dir, const char *name, size_t l
 
 /* The start of an operation adding `name` to dir: the name is valid and
  * not taken (-EEXIST); *dii the directory, *disz the size of the DIR_ITEM
- * of the name's hash (one probe: is the name there, would an entry fit). */
+ * of the name's hash (one probe: is the name there, would an entry fit).
+ * name_add_begin_fit (below) also refuses a name whose entry would not fit. */
 static int name_add_begin(struct nsop *o, struct ubt_ns *ns, struct ubt_trans *t,
 			  uint64_t subvol, uint64_t dir, const char *name, size_t len,
 			  struct ubt_ns_time now, struct btrfs_inode_item *dii, uint32_t *disz)
@@ -1289,6 +1288,16 @@ static int dirent_fits(struct nsop *o, uint32_t isz, size_t len)
 	if (isz && isz + sizeof(struct btrfs_dir_item) + len > max_item_size(o->fs))
 		return -EOVERFLOW;
 	return 0;
+}
+
+static int name_add_begin_fit(struct nsop *o, struct ubt_ns *ns, struct ubt_trans *t,
+			      uint64_t subvol, uint64_t dir, const char *name, size_t len,
+			      struct ubt_ns_time now, struct btrfs_inode_item *dii)
+{
+	uint32_t disz;
+	int ret = name_add_begin(o, ns, t, subvol, dir, name, len, now, dii, &disz);
+
+	return ret ? ret : dirent_fits(o, disz, len);
 }
 
 /* Would a new entry fit in the DIR_ITEM of its hash?  `freed`: bytes the
@@ -1681,10 +1690,7 @@ int ubt_ns_snapshot(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol, uin
 	uint8_t level;
 	int ret;
 
-	uint32_t disz;
-	ret = name_add_begin(&o, ns, t, subvol, dir, name, len, now, &dii, &disz);
-	if (!ret)
-		ret = dirent_fits(&o, disz, len);
+	ret = name_add_begin_fit(&o, ns, t, subvol, dir, name, len, now, &dii);
 	if (ret)
 		return ret;
 	if (src != BTRFS_FS_TREE_OBJECTID &&
@@ -1794,10 +1800,7 @@ int ubt_ns_subvol_create(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol
 	char prop[64];
 	int ret;
 
-	uint32_t disz;
-	ret = name_add_begin(&o, ns, t, subvol, dir, name, len, now, &dii, &disz);
-	if (!ret)
-		ret = dirent_fits(&o, disz, len);
+	ret = name_add_begin_fit(&o, ns, t, subvol, dir, name, len, now, &dii);
 	if (ret)
 		return ret;
 	/* A subvolume inherits no flags from the directory it is made in,
@@ -2071,8 +2074,8 @@ int ubt_ns_subvol_delete(struct ubt_ns *ns, struct ubt_trans *t, uint64_t subvol
 			btrfs_set_root_refs(&r->item, 0);
 		}
 	}
-	/* The read side's copy too: later calls on this handle find it dead
-	 * (op_begin refuses it; an abort restores the saved item). */
+	/* The read side's copy too: on this handle ubt_fs_subvol no longer
+	 * finds it (an abort restores the saved item). */
 	if (!ret) {
 		pthread_mutex_lock(&o.fs->subvol_lock);
 		for (size_t i = 0; i < o.fs->nsubvols; i++) {

@@ -689,11 +689,14 @@ void ubt_trans_abort(struct ubt_trans *t, int err)
 		bool saved = false;
 		for (size_t k = 0; k < t->nsaved_subvols; k++)
 			saved |= t->saved_subvols[k].id == fs->subvols[i]->id;
-		/* One the transaction made is gone: its root points nowhere,
-		 * so a read of it fails instead of finding a dropped block. */
+		/* One the transaction made is gone: no references (so
+		 * ubt_fs_subvol no longer finds it) and a root pointing
+		 * nowhere (for whoever still holds it). */
 		if (!saved && ubt_fs_read_root_item(fs, fs->subvols[i]->id, &fs->subvols[i]->item,
-						    &fs->subvols[i]->root))
+						    &fs->subvols[i]->root)) {
+			btrfs_set_root_refs(&fs->subvols[i]->item, 0);
 			fs->subvols[i]->root.bytenr = 0;
+		}
 	}
 	pthread_mutex_unlock(&fs->subvol_lock);
 	for (size_t i = 0; i < t->ndirty; i++)
